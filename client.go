@@ -1,0 +1,202 @@
+package pgrun
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Errors the client returns for callers to branch on.
+var (
+	// ErrNotFound: no job has that id.
+	ErrNotFound = errors.New("pgrun: job not found")
+	// ErrFinished: the job had already finished, so it could not be cancelled.
+	ErrFinished = errors.New("pgrun: job already finished")
+	// ErrNotRetryable: only failed and cancelled jobs can be redriven.
+	ErrNotRetryable = errors.New("pgrun: job is not failed or cancelled")
+)
+
+// JobSpec describes a job to enqueue. Zero fields take the engine's defaults: queue
+// "default", priority 0 (most urgent), run now, 25 attempts, no timeout.
+type JobSpec struct {
+	Kind        string         `json:"kind"`
+	Args        any            `json:"args,omitempty"`
+	Queue       string         `json:"queue,omitempty"`
+	Priority    int            `json:"priority,omitempty"`
+	RunAt       *time.Time     `json:"run_at,omitempty"`
+	MaxAttempts int            `json:"max_attempts,omitempty"`
+	UniqueKey   string         `json:"unique_key,omitempty"`
+	ParentID    int64          `json:"parent_id,omitempty"`
+	Model       string         `json:"model,omitempty"`
+	Timeout     time.Duration  `json:"-"`
+	Meta        map[string]any `json:"meta,omitempty"`
+}
+
+// MarshalJSON writes the spec in the form pgrun.enqueue_jobs takes (the timeout as
+// an interval string).
+func (s JobSpec) MarshalJSON() ([]byte, error) {
+	type plain JobSpec
+	var timeout *string
+	if s.Timeout > 0 {
+		t := fmt.Sprintf("%d microseconds", s.Timeout.Microseconds())
+		timeout = &t
+	}
+	return json.Marshal(struct {
+		plain
+		Timeout *string `json:"timeout,omitempty"`
+	}{plain(s), timeout})
+}
+
+// An Option adjusts one job spec given to [Enqueue].
+type Option func(*JobSpec)
+
+// Queue puts the job in queue q (default "default").
+func Queue(q string) Option { return func(s *JobSpec) { s.Queue = q } }
+
+// Priority sets the priority: lower runs first, 0 is the default and most urgent.
+func Priority(p int) Option { return func(s *JobSpec) { s.Priority = p } }
+
+// RunAt schedules the job for t instead of now.
+func RunAt(t time.Time) Option { return func(s *JobSpec) { s.RunAt = &t } }
+
+// MaxAttempts bounds the attempts that may fail before the job fails for good.
+func MaxAttempts(n int) Option { return func(s *JobSpec) { s.MaxAttempts = n } }
+
+// UniqueKey deduplicates: while an active job holds key, enqueueing another returns
+// the holder instead.
+func UniqueKey(key string) Option { return func(s *JobSpec) { s.UniqueKey = key } }
+
+// Parent makes the job a child of job id.
+func Parent(id int64) Option { return func(s *JobSpec) { s.ParentID = id } }
+
+// Model names the model the job needs, for warm-model routing.
+func Model(name string) Option { return func(s *JobSpec) { s.Model = name } }
+
+// Timeout bounds one attempt's run time.
+func Timeout(d time.Duration) Option { return func(s *JobSpec) { s.Timeout = d } }
+
+// Meta attaches free-form metadata (tenant, trace id, ...).
+func Meta(m map[string]any) Option { return func(s *JobSpec) { s.Meta = m } }
+
+// Enqueue adds one job of kind with args (marshalled to a JSON object) and returns
+// it. Run it on a transaction to make the job part of the caller's unit of work: it
+// becomes visible, and wakes runners, only on commit. With [UniqueKey] and an active
+// job holding the key, that job is returned and nothing is written.
+func Enqueue(ctx context.Context, db DB, kind string, args any, opts ...Option) (*Job, error) {
+	spec := JobSpec{Kind: kind, Args: args}
+	for _, o := range opts {
+		o(&spec)
+	}
+	jobs, err := EnqueueMany(ctx, db, []JobSpec{spec})
+	if err != nil {
+		return nil, err
+	}
+	return jobs[0], nil
+}
+
+// EnqueueMany adds many jobs in one statement (pgrun.enqueue_jobs) and returns them
+// in no particular order; a spec whose unique key is held by an active job yields
+// that job instead.
+func EnqueueMany(ctx context.Context, db DB, specs []JobSpec) ([]*Job, error) {
+	if len(specs) == 0 {
+		return nil, nil
+	}
+	payload, err := json.Marshal(specs)
+	if err != nil {
+		return nil, fmt.Errorf("pgrun: enqueue: encode args: %w", err)
+	}
+	rows, err := db.Query(ctx, `select `+JobColumns+` from pgrun.enqueue_jobs($1::jsonb)`, payload)
+	if err != nil {
+		return nil, fmt.Errorf("pgrun: enqueue: %w", err)
+	}
+	jobs, err := ScanJobs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("pgrun: enqueue: %w", err)
+	}
+	return jobs, nil
+}
+
+// GetJob returns job id, or [ErrNotFound].
+func GetJob(ctx context.Context, db DB, id int64) (*Job, error) {
+	rows, err := db.Query(ctx, `select `+JobColumns+` from pgrun.jobs where id = $1`, id)
+	if err != nil {
+		return nil, fmt.Errorf("pgrun: get job %d: %w", id, err)
+	}
+	j, err := ScanJob(rows)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("job %d: %w", id, ErrNotFound)
+	}
+	return j, err
+}
+
+// Cancel cancels job id (pgrun.cancel_job): at once if it has not started, and by
+// cancelling its handler's context if it is running. A finished job is returned
+// unchanged with [ErrFinished]; an unknown id gives [ErrNotFound].
+func Cancel(ctx context.Context, db DB, id int64, reason string) (*Job, error) {
+	return transition(ctx, db, id, ErrFinished,
+		`select `+JobColumns+` from pgrun.cancel_job($1, nullif($2, '')) where id is not null`, id, reason)
+}
+
+// Retry redrives a failed or cancelled job (pgrun.retry_job) with its full attempt
+// budget. Any other job is returned unchanged with [ErrNotRetryable]; an unknown id
+// gives [ErrNotFound].
+func Retry(ctx context.Context, db DB, id int64) (*Job, error) {
+	return transition(ctx, db, id, ErrNotRetryable,
+		`select `+JobColumns+` from pgrun.retry_job($1) where id is not null`, id)
+}
+
+// transition runs an operator transition that returns the job, or no row when the
+// job was not in a state it applies to; then the current row is returned with
+// unchanged.
+func transition(ctx context.Context, db DB, id int64, unchanged error, sql string, args ...any) (*Job, error) {
+	rows, err := db.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, wrapNotFound(id, err)
+	}
+	j, err := ScanJob(rows)
+	if err == nil {
+		return j, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, wrapNotFound(id, err)
+	}
+	cur, err := GetJob(ctx, db, id)
+	if err != nil {
+		return nil, err
+	}
+	return cur, fmt.Errorf("job %d is %s: %w", id, cur.Status, unchanged)
+}
+
+func wrapNotFound(id int64, err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "P0002" {
+		return fmt.Errorf("job %d: %w", id, ErrNotFound)
+	}
+	return fmt.Errorf("pgrun: job %d: %w", id, err)
+}
+
+// Event is one row of the audit log pgrun.job_events.
+type Event struct {
+	ID      int64           `db:"id"`
+	JobID   int64           `db:"job_id"`
+	At      time.Time       `db:"at"`
+	Event   string          `db:"event"`
+	Level   string          `db:"level"`
+	Message *string         `db:"message"`
+	Fields  json.RawMessage `db:"fields"`
+}
+
+// Events returns job id's audit log, oldest first.
+func Events(ctx context.Context, db DB, id int64) ([]Event, error) {
+	rows, err := db.Query(ctx, `select id, job_id, at, event, level, message, fields
+		from pgrun.job_events where job_id = $1 order by id`, id)
+	if err != nil {
+		return nil, fmt.Errorf("pgrun: events of job %d: %w", id, err)
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByName[Event])
+}

@@ -1,0 +1,115 @@
+// Package testdb gives each test its own PostgreSQL database with schema pgrun
+// installed, cloned by pgtestdb from a template that is migrated once per version of
+// the embedded SQL.
+//
+// The server comes from PGRUN_DATABASE_URL, then DATABASE_URL, then
+// postgres://postgres@127.0.0.1:5432/postgres (scripts/ensure-postgres.sh prints the
+// URL to use).
+package testdb
+
+import (
+	"context"
+	"database/sql"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver pgtestdb uses
+	"github.com/peterldowns/pgtestdb"
+
+	"github.com/pgrun/pgrun"
+)
+
+// DefaultURL is the server tests use when no URL is configured.
+const DefaultURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+
+// ServerURL is the admin URL of the server tests create their databases on.
+func ServerURL() string {
+	for _, k := range []string{"PGRUN_DATABASE_URL", "DATABASE_URL"} {
+		if v := os.Getenv(k); v != "" {
+			return v
+		}
+	}
+	return DefaultURL
+}
+
+// Migrator installs the engine with pgrun.MigrateURL. Its hash covers every embedded
+// SQL file, so changing a migration or function rebuilds the template.
+type Migrator struct{}
+
+// Hash identifies the migrated state: the latest migration and the function set.
+func (Migrator) Hash() (string, error) {
+	return pgrun.SchemaHash(), nil
+}
+
+// Migrate installs schema pgrun into the template database.
+func (Migrator) Migrate(ctx context.Context, _ *sql.DB, conf pgtestdb.Config) error {
+	return pgrun.MigrateURL(ctx, conf.URL())
+}
+
+// Config is the pgtestdb configuration for ServerURL. Tests connect as the server's
+// own user (a superuser on a development server) so that they can create extensions
+// and terminate the connections of processes they kill.
+func Config(tb testing.TB) pgtestdb.Config {
+	tb.Helper()
+	u, err := url.Parse(ServerURL())
+	if err != nil {
+		tb.Fatalf("testdb: bad database URL: %v", err)
+	}
+	pw, _ := u.User.Password()
+	conf := pgtestdb.Config{
+		DriverName:                "pgx",
+		Host:                      u.Hostname(),
+		Port:                      u.Port(),
+		User:                      u.User.Username(),
+		Password:                  pw,
+		Database:                  strings.TrimPrefix(u.Path, "/"),
+		Options:                   u.RawQuery,
+		ForceTerminateConnections: true,
+	}
+	if conf.Port == "" {
+		conf.Port = "5432"
+	}
+	if conf.Database == "" {
+		conf.Database = "postgres"
+	}
+	if conf.Options == "" {
+		conf.Options = "sslmode=disable"
+	}
+	return conf
+}
+
+// URL creates a fresh migrated database for tb and returns its URL. The database is
+// dropped when the test ends (kept if it failed, for a look with psql).
+func URL(tb testing.TB) string {
+	tb.Helper()
+	return pgtestdb.Custom(tb, Config(tb), Migrator{}).URL()
+}
+
+// Pool creates a fresh migrated database for tb and returns a pool on it, closed
+// when the test ends.
+func Pool(tb testing.TB) *pgxpool.Pool {
+	tb.Helper()
+	return PoolFor(tb, URL(tb))
+}
+
+// PoolFor opens a pool on dbURL, closed when the test ends.
+func PoolFor(tb testing.TB, dbURL string) *pgxpool.Pool {
+	tb.Helper()
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		tb.Fatalf("testdb: parse %s: %v", dbURL, err)
+	}
+	cfg.MaxConns = 20
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		tb.Fatalf("testdb: connect: %v", err)
+	}
+	tb.Cleanup(pool.Close)
+	return pool
+}

@@ -1,0 +1,258 @@
+package pgrun
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"time"
+
+	"github.com/golang-migrate/migrate/v4"
+	migratepgx "github.com/golang-migrate/migrate/v4/database/pgx/v5"
+	"github.com/golang-migrate/migrate/v4/source/iofs"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib" // also registers the "pgx" database/sql driver
+)
+
+// MigrationsTable is where golang-migrate records the schema version. It lives in
+// schema public, outside pgrun, because the first migration creates pgrun and the
+// last down migration drops it.
+const MigrationsTable = "pgrun_schema_migrations"
+
+// functionsLockKey serialises concurrent applications of the function set (two
+// runners starting at once against a fresh database).
+const functionsLockKey = 0x70677275 // "pgru"
+
+// Migrate brings schema pgrun to the newest version: it runs the pending migrations
+// in sql/migrations, then applies the function set in sql/functions in one
+// transaction under an advisory lock. The function set is recorded by checksum, so a
+// second Migrate with the same files changes nothing.
+func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	return migrateUp(ctx, stdlib.OpenDBFromPool(pool))
+}
+
+// MigrateURL is [Migrate] on a database given by URL, for tools that hold no pool.
+func MigrateURL(ctx context.Context, dbURL string) error {
+	db, err := sql.Open("pgx", dbURL)
+	if err != nil {
+		return fmt.Errorf("pgrun: migrate: %w", err)
+	}
+	return migrateUp(ctx, db)
+}
+
+// migrateUp migrates and applies the functions on db, then closes db (the
+// migrations driver holds a connection of its own until it is closed).
+func migrateUp(ctx context.Context, db *sql.DB) (err error) {
+	m, err := newMigrate(db)
+	if err != nil {
+		db.Close()
+		return err
+	}
+	defer func() {
+		if _, cerr := m.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("pgrun: migrate: close: %v", cerr)
+		}
+	}()
+	if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+		return fmt.Errorf("pgrun: migrate up: %w", err)
+	}
+	return applyFunctions(ctx, db)
+}
+
+// MigrateDown reverses every migration, dropping schema pgrun and all it holds.
+func MigrateDown(ctx context.Context, pool *pgxpool.Pool) error {
+	m, err := newMigrate(stdlib.OpenDBFromPool(pool))
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	if err := m.Down(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+		return fmt.Errorf("pgrun: migrate down: %w", err)
+	}
+	return nil
+}
+
+// SchemaVersion reports the applied migration version (0 when none is) and whether
+// a migration failed half-way (dirty).
+func SchemaVersion(ctx context.Context, pool *pgxpool.Pool) (version uint, dirty bool, err error) {
+	m, err := newMigrate(stdlib.OpenDBFromPool(pool))
+	if err != nil {
+		return 0, false, err
+	}
+	defer m.Close()
+	version, dirty, err = m.Version()
+	if errors.Is(err, migrate.ErrNilVersion) {
+		return 0, false, nil
+	}
+	return version, dirty, err
+}
+
+// LatestVersion is the newest migration version this build embeds.
+func LatestVersion() uint {
+	var latest uint
+	entries, _ := fs.ReadDir(sqlFiles, "sql/migrations")
+	for _, e := range entries {
+		var v uint
+		if _, err := fmt.Sscanf(e.Name(), "%d_", &v); err == nil && v > latest {
+			latest = v
+		}
+	}
+	return latest
+}
+
+// WaitForSchema blocks until schema pgrun is installed (its function set applied),
+// polling every poll, or until ctx is done. A runner started before `migrate up`
+// waits here instead of failing.
+func WaitForSchema(ctx context.Context, db DB, poll time.Duration) error {
+	for {
+		var ready bool
+		err := db.QueryRow(ctx, `select to_regclass('pgrun.function_ledger') is not null
+			and exists (select 1 from pgrun.function_ledger)`).Scan(&ready)
+		if err == nil && ready {
+			return nil
+		}
+		if err != nil && schemaMissing(err) {
+			err = nil
+		}
+		select {
+		case <-ctx.Done():
+			if err != nil {
+				return fmt.Errorf("pgrun: waiting for schema: %w (last error: %v)", ctx.Err(), err)
+			}
+			return fmt.Errorf("pgrun: waiting for schema (run `runner migrate up`): %w", ctx.Err())
+		case <-time.After(poll):
+		}
+	}
+}
+
+// schemaMissing reports errors that mean "not installed yet": the ledger
+// query can fail when the schema appears between the two halves of the check.
+func schemaMissing(err error) bool {
+	var code string
+	var pe interface{ SQLState() string }
+	if errors.As(err, &pe) {
+		code = pe.SQLState()
+	}
+	return code == "42P01" || code == "3F000"
+}
+
+// newMigrate returns a golang-migrate instance on db. Closing it closes db; on error
+// db is closed here.
+func newMigrate(db *sql.DB) (*migrate.Migrate, error) {
+	src, err := iofs.New(sqlFiles, "sql/migrations")
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("pgrun: migrations source: %w", err)
+	}
+	drv, err := migratepgx.WithInstance(db, &migratepgx.Config{
+		MigrationsTable: MigrationsTable,
+		SchemaName:      "public",
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("pgrun: migrations driver: %w", err)
+	}
+	m, err := migrate.NewWithInstance("iofs", src, "pgx5", drv)
+	if err != nil {
+		return nil, fmt.Errorf("pgrun: migrate: %w", err)
+	}
+	return m, nil
+}
+
+// functionFile is one file of the function set.
+type functionFile struct {
+	name string
+	body string
+}
+
+// functionSet returns the function files in application order (common.sql first,
+// views.sql last, the rest by name) and their combined checksum.
+func functionSet() ([]functionFile, string, error) {
+	entries, err := fs.ReadDir(sqlFiles, "sql/functions")
+	if err != nil {
+		return nil, "", err
+	}
+	rank := func(name string) int {
+		switch name {
+		case "common.sql":
+			return 0
+		case "views.sql":
+			return 2
+		}
+		return 1
+	}
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	sort.Slice(names, func(i, j int) bool {
+		if rank(names[i]) != rank(names[j]) {
+			return rank(names[i]) < rank(names[j])
+		}
+		return names[i] < names[j]
+	})
+	h := sha256.New()
+	files := make([]functionFile, 0, len(names))
+	for _, name := range names {
+		b, err := fs.ReadFile(sqlFiles, path.Join("sql/functions", name))
+		if err != nil {
+			return nil, "", err
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", name, len(b))
+		h.Write(b)
+		files = append(files, functionFile{name: name, body: string(b)})
+	}
+	return files, hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// FunctionsChecksum is the checksum of the function set this build embeds.
+func FunctionsChecksum() string {
+	_, sum, _ := functionSet()
+	return sum
+}
+
+func applyFunctions(ctx context.Context, db *sql.DB) error {
+	files, sum, err := functionSet()
+	if err != nil {
+		return fmt.Errorf("pgrun: read function set: %w", err)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("pgrun: apply functions: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	if _, err := tx.ExecContext(ctx, `select pg_advisory_xact_lock($1)`, functionsLockKey); err != nil {
+		return fmt.Errorf("pgrun: apply functions: lock: %w", err)
+	}
+	var applied bool
+	if err := tx.QueryRowContext(ctx,
+		`select exists (select 1 from pgrun.function_ledger where checksum = $1)`, sum).Scan(&applied); err != nil {
+		return fmt.Errorf("pgrun: apply functions: read ledger: %w", err)
+	}
+	if applied {
+		return tx.Commit()
+	}
+	for _, f := range files {
+		if _, err := tx.ExecContext(ctx, f.body); err != nil {
+			return fmt.Errorf("pgrun: apply sql/functions/%s: %w", f.name, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `delete from pgrun.function_ledger`); err != nil {
+		return fmt.Errorf("pgrun: apply functions: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `insert into pgrun.function_ledger (checksum) values ($1)`, sum); err != nil {
+		return fmt.Errorf("pgrun: apply functions: %w", err)
+	}
+	return tx.Commit()
+}
+
+// SchemaHash identifies the state Migrate produces: the newest migration version
+// and the function set's checksum.
+func SchemaHash() string {
+	return fmt.Sprintf("v%d-%s", LatestVersion(), FunctionsChecksum())
+}

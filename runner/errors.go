@@ -1,0 +1,65 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// RetryLater asks for the job to run again after d without spending an attempt: the
+// handler could not do the work now (a rate limit, a busy GPU) but nothing failed.
+// reason is recorded in the job's events.
+func RetryLater(d time.Duration, reason string) error {
+	return &retryLaterError{delay: d, reason: reason}
+}
+
+type retryLaterError struct {
+	delay  time.Duration
+	reason string
+}
+
+func (e *retryLaterError) Error() string {
+	return fmt.Sprintf("retry later (%s): %s", e.delay, e.reason)
+}
+
+// Permanent marks err as not worth retrying: the job fails at once whatever attempts
+// it has left (bad input, a missing resource that will not appear).
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err: err}
+}
+
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// IsPermanent reports whether err was marked with [Permanent].
+func IsPermanent(err error) bool {
+	var pe *permanentError
+	return errors.As(err, &pe)
+}
+
+// ErrorClass lets an error name its class in the job's error and events (timeout,
+// rate_limited, ...). Errors without one are class "error".
+type ErrorClass interface {
+	ErrorClass() string
+}
+
+// Cancellation causes a handler's context can carry (context.Cause tells which).
+var (
+	// ErrJobCancelled: an operator cancelled the job (pgrun.cancel_job) or it
+	// timed out in maintain(); its outcome is not reported.
+	ErrJobCancelled = errors.New("pgrun: job cancelled")
+	// ErrLeaseLost: the runner could not renew the job's lease and another worker
+	// may run it now; its outcome is not reported.
+	ErrLeaseLost = errors.New("pgrun: job lease lost")
+	// ErrShutdown: the runner is stopping and the grace period ran out; the job is
+	// requeued without spending an attempt.
+	ErrShutdown = errors.New("pgrun: runner shutting down")
+	// ErrTimeout: the attempt ran past the job's timeout; it fails with class
+	// timeout and is retried if attempts remain.
+	ErrTimeout = errors.New("pgrun: job timed out")
+)

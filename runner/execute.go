@@ -1,0 +1,186 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+
+	"github.com/pgrun/pgrun"
+)
+
+// execution is one attempt at one job in this runner.
+type execution struct {
+	r      *Runner
+	job    *pgrun.Job
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	beat   atomic.Bool
+}
+
+// reportTimeout bounds how long reporting an outcome may keep retrying through
+// transient database errors; past it the lease brings the job back instead.
+const reportTimeout = time.Minute
+
+// start runs job in its own goroutine; f is told when the slot is free again.
+func (r *Runner) start(job *pgrun.Job, f *fetcher) {
+	ctx, cancel := context.WithCancelCause(r.jobCtx)
+	e := &execution{r: r, job: job, cancel: cancel}
+	ctx = context.WithValue(ctx, execKey{}, e)
+	if job.Timeout != nil && *job.Timeout > 0 {
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeoutCause(ctx, *job.Timeout, ErrTimeout)
+		prev := cancel
+		cancel = func(cause error) { prev(cause); stop() }
+		e.cancel = cancel
+	}
+	e.ctx = ctx
+	r.mu.Lock()
+	r.running[job.ID] = e
+	r.mu.Unlock()
+	r.execWG.Add(1)
+	go func() {
+		defer r.execWG.Done()
+		defer f.freed()
+		defer e.cancel(nil)
+		result, err := e.invoke()
+		e.report(result, err)
+		r.mu.Lock()
+		if r.running[job.ID] == e {
+			delete(r.running, job.ID)
+		}
+		r.mu.Unlock()
+	}()
+}
+
+// invoke runs the handler, turning a panic into an error that carries the stack.
+func (e *execution) invoke() (result any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &panicError{value: p, stack: string(debug.Stack())}
+		}
+	}()
+	h := e.r.handlerFor(e.job.Kind)
+	if h == nil {
+		return nil, Permanent(fmt.Errorf("no handler registered for kind %q on worker %s", e.job.Kind, e.r.cfg.WorkerID))
+	}
+	return h(e.ctx, e.job)
+}
+
+type panicError struct {
+	value any
+	stack string
+}
+
+func (p *panicError) Error() string      { return fmt.Sprintf("handler panicked: %v", p.value) }
+func (p *panicError) ErrorClass() string { return "panic" }
+
+// report tells the database how the attempt ended.
+func (e *execution) report(result any, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
+	defer cancel()
+	cause := context.Cause(e.ctx)
+	log := e.r.log.With("job", e.job.ID, "kind", e.job.Kind, "attempt", e.job.Attempt)
+	switch {
+	case errors.Is(cause, ErrJobCancelled) || errors.Is(cause, ErrLeaseLost):
+		// The job is no longer ours: cancelled, timed out by maintain(), or
+		// reclaimed. Whatever the handler returned is ignored.
+		log.Info("job stopped", "cause", cause)
+		return
+	case errors.Is(cause, ErrShutdown):
+		e.requeue(ctx, "runner shut down before the job finished")
+		return
+	}
+	if err == nil {
+		payload, merr := json.Marshal(result)
+		if merr != nil {
+			e.fail(ctx, log, Permanent(fmt.Errorf("encode result: %w", merr)))
+			return
+		}
+		if result == nil {
+			payload = nil
+		}
+		e.r.completer.add(completion{id: e.job.ID, attempt: e.job.Attempt, result: payload})
+		return
+	}
+	var rl *retryLaterError
+	if errors.As(err, &rl) {
+		e.exec(ctx, log, `select pgrun.retry_later($1, $2, $3, nullif($4, ''))`,
+			e.job.ID, e.job.Attempt, rl.delay, rl.reason)
+		return
+	}
+	if errors.Is(cause, ErrTimeout) {
+		err = timeoutError{limit: *e.job.Timeout}
+	}
+	e.fail(ctx, log, err)
+}
+
+type timeoutError struct{ limit time.Duration }
+
+func (t timeoutError) Error() string      { return fmt.Sprintf("timed out after %s", t.limit) }
+func (t timeoutError) ErrorClass() string { return "timeout" }
+
+// fail records a failed attempt with its class, message and (for panics) stack.
+func (e *execution) fail(ctx context.Context, log *slog.Logger, err error) {
+	class := "error"
+	var ec ErrorClass
+	if errors.As(err, &ec) {
+		class = ec.ErrorClass()
+	}
+	body := map[string]any{"class": class, "message": err.Error()}
+	var pe *panicError
+	if errors.As(err, &pe) {
+		body["stack"] = pe.stack
+	}
+	payload, _ := json.Marshal(body)
+	retryable := !IsPermanent(err)
+	log.Warn("job failed", "class", class, "err", err, "retryable", retryable)
+	e.exec(ctx, log, `select pgrun.fail_job($1, $2, $3::jsonb, $4)`, e.job.ID, e.job.Attempt, payload, retryable)
+}
+
+// requeue returns the job to its queue without spending an attempt.
+func (e *execution) requeue(ctx context.Context, reason string) {
+	e.exec(ctx, e.r.log, `select pgrun.requeue_job($1, $2, $3)`, e.job.ID, e.job.Attempt, reason)
+}
+
+// exec runs one transition, retrying transient errors. A transition that matches
+// nothing (the job moved on) is not an error.
+func (e *execution) exec(ctx context.Context, log *slog.Logger, sql string, args ...any) {
+	err := withRetry(ctx, func(ctx context.Context) error {
+		_, err := e.r.pool.Exec(ctx, sql, args...)
+		return err
+	})
+	if err != nil {
+		log.Error("could not report job outcome; its lease will bring it back", "job", e.job.ID, "err", err)
+	}
+}
+
+func (e *execution) emit(ctx context.Context, event string, fields map[string]any) error {
+	if fields == nil {
+		fields = map[string]any{}
+	}
+	payload, err := json.Marshal(fields)
+	if err != nil {
+		return fmt.Errorf("emit %s: encode fields: %w", event, err)
+	}
+	_, err = e.r.pool.Exec(ctx, `select pgrun.emit($1, $2, $3::jsonb)`, e.job.ID, event, payload)
+	if err != nil {
+		return fmt.Errorf("emit %s: %w", event, err)
+	}
+	return nil
+}
+
+func (e *execution) progress(ctx context.Context, current, total int64) error {
+	var t *int64
+	if total > 0 {
+		t = &total
+	}
+	if _, err := e.r.pool.Exec(ctx, `select pgrun.set_progress($1, $2, $3)`, e.job.ID, current, t); err != nil {
+		return fmt.Errorf("progress of job %d: %w", e.job.ID, err)
+	}
+	return nil
+}

@@ -1,0 +1,133 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/pgrun/pgrun"
+)
+
+// fetcher claims jobs for one queue: whenever it is woken (a notification, a freed
+// slot) or its poll ticks, it claims up to its free slots in one call and starts an
+// execution per job, repeating while claims come back full.
+type fetcher struct {
+	r       *Runner
+	queue   string
+	slots   int
+	wakeCh  chan struct{}
+	freedCh chan struct{}
+	busy    int // executions started and not yet finished; owned by run
+}
+
+func newFetcher(r *Runner, queue string, slots int) *fetcher {
+	return &fetcher{
+		r:       r,
+		queue:   queue,
+		slots:   slots,
+		wakeCh:  make(chan struct{}, 1),
+		freedCh: make(chan struct{}, slots),
+	}
+}
+
+func (f *fetcher) wake() {
+	select {
+	case f.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+// freed is called by an execution when its slot is free again.
+func (f *fetcher) freed() { f.freedCh <- struct{}{} }
+
+// claimErrorBackoff is how long a fetcher waits after a failed claim.
+const claimErrorBackoff = time.Second
+
+func (f *fetcher) run(ctx context.Context) {
+	poll := time.NewTicker(f.r.cfg.PollInterval)
+	defer poll.Stop()
+	for {
+		if f.busy < f.slots {
+			if err := f.fill(ctx); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				f.r.log.Error("claim failed", "queue", f.queue, "err", err)
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(claimErrorBackoff):
+				}
+				continue
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-f.wakeCh:
+		case <-poll.C:
+		case <-f.freedCh:
+			f.busy--
+			// Gather every slot freed meanwhile so the next claim is one call.
+			for drained := false; !drained; {
+				select {
+				case <-f.freedCh:
+					f.busy--
+				default:
+					drained = true
+				}
+			}
+		}
+	}
+}
+
+// fill claims while there are free slots and the queue keeps giving full batches.
+func (f *fetcher) fill(ctx context.Context) error {
+	for f.busy < f.slots {
+		n := min(f.slots-f.busy, f.r.cfg.MaxClaim)
+		jobs, err := f.claim(ctx, n)
+		if err != nil {
+			return err
+		}
+		for _, j := range jobs {
+			f.busy++
+			f.r.start(j, f)
+		}
+		if len(jobs) < n {
+			return nil
+		}
+	}
+	return nil
+}
+
+// claimTimeout bounds one claim call. The call is not cancelled by shutdown: a claim
+// that committed on the server but whose answer was dropped would leave its jobs to
+// wait for their leases to run out.
+const claimTimeout = 30 * time.Second
+
+func (f *fetcher) claim(ctx context.Context, n int) ([]*pgrun.Job, error) {
+	var jobs []*pgrun.Job
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
+	defer cancel()
+	err := withRetry(cctx, func(cctx context.Context) error {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		ctx := cctx
+		rows, err := f.r.pool.Query(ctx, `select `+pgrun.JobColumns+`
+			from pgrun.claim_jobs($1, $2, $3, $4, $5)`,
+			f.queue, f.r.cfg.WorkerID, n, f.r.cfg.Lease, f.r.models())
+		if err != nil {
+			return err
+		}
+		jobs, err = pgrun.ScanJobs(rows)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim %s: %w", f.queue, err)
+	}
+	return jobs, nil
+}
+
+// models lists the models warm in this runner (none until a model cache is set up).
+func (r *Runner) models() []string { return nil }

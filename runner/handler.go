@@ -1,0 +1,68 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/pgrun/pgrun"
+)
+
+// HandlerFunc runs one claimed job and returns its result (marshalled to JSON and
+// stored on the job) or an error. It is what middleware wraps; typed handlers
+// registered with [Handle] are adapted to it.
+type HandlerFunc func(ctx context.Context, job *pgrun.Job) (any, error)
+
+// Middleware wraps every handler of a runner: per-job context set-up (tracing,
+// tenant, logging), metrics, extra recovery. The first in Config.Middleware is the
+// outermost.
+type Middleware func(next HandlerFunc) HandlerFunc
+
+// Job is a claimed job with its args decoded into T. The embedded row carries the
+// id, kind, attempt (the claim token) and the rest; Args shadows the row's raw args.
+type Job[T any] struct {
+	*pgrun.Job
+	Args T
+
+	exec *execution
+}
+
+// Emit appends an event to the job's audit log (pgrun.emit); it also counts as a
+// sign of life for the stall rule.
+func (j *Job[T]) Emit(ctx context.Context, event string, fields map[string]any) error {
+	return j.exec.emit(ctx, event, fields)
+}
+
+// Progress records progress (current of total; total 0 keeps the previous total),
+// shown in pgrun.active_jobs and `runner job`.
+func (j *Job[T]) Progress(ctx context.Context, current, total int64) error {
+	return j.exec.progress(ctx, current, total)
+}
+
+// Beat records a sign of life without a round trip; the runner sends beats with its
+// next lease renewal. A job past its timeout that beat recently is spared by
+// maintain()'s stall rule.
+func (j *Job[T]) Beat() { j.exec.beat.Store(true) }
+
+// Handle registers fn for jobs of kind. Args are decoded from the job's JSON args
+// into T; args that do not decode fail the job permanently, since no retry can fix
+// them. Registering a kind twice replaces the earlier handler.
+func Handle[T any](r *Runner, kind string, fn func(ctx context.Context, j *Job[T]) (any, error)) {
+	r.handle(kind, func(ctx context.Context, row *pgrun.Job) (any, error) {
+		j := &Job[T]{Job: row, exec: executionFrom(ctx)}
+		if len(row.Args) > 0 {
+			if err := json.Unmarshal(row.Args, &j.Args); err != nil {
+				return nil, Permanent(fmt.Errorf("decode args of %s job %d: %w", kind, row.ID, err))
+			}
+		}
+		return fn(ctx, j)
+	})
+}
+
+type execKey struct{}
+
+// executionFrom returns the execution a handler's ctx belongs to.
+func executionFrom(ctx context.Context) *execution {
+	e, _ := ctx.Value(execKey{}).(*execution)
+	return e
+}

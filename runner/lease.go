@@ -1,0 +1,89 @@
+package runner
+
+import (
+	"context"
+	"os"
+	"slices"
+
+	"maps"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// renewLoop keeps this runner's claims alive: every Lease/3 one round trip renews the
+// leases of every running job, sends the beats handlers recorded, and heartbeats the
+// worker row. A job whose lease did not renew is no longer ours; its handler's
+// context is cancelled with ErrLeaseLost.
+func (r *Runner) renewLoop(ctx context.Context) {
+	r.heartbeat(ctx, "running")
+	t := time.NewTicker(r.cfg.Lease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			r.renew(ctx)
+		}
+	}
+}
+
+func (r *Runner) renew(ctx context.Context) {
+	r.mu.Lock()
+	execs := slices.Collect(maps.Values(r.running))
+	r.mu.Unlock()
+	ids := make([]int64, 0, len(execs))
+	var beats []int64
+	for _, e := range execs {
+		ids = append(ids, e.job.ID)
+		if e.beat.Swap(false) {
+			beats = append(beats, e.job.ID)
+		}
+	}
+	b := &pgx.Batch{}
+	var held map[int64]bool
+	if len(ids) > 0 {
+		b.Queue(`select pgrun.renew_leases($1, $2, $3)`, r.cfg.WorkerID, ids, r.cfg.Lease).Query(
+			func(rows pgx.Rows) error {
+				got, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+				held = make(map[int64]bool, len(got))
+				for _, id := range got {
+					held[id] = true
+				}
+				return err
+			})
+	}
+	if len(beats) > 0 {
+		b.Queue(`select pgrun.beat($1)`, beats)
+	}
+	r.queueHeartbeat(b, "running")
+	if err := r.pool.SendBatch(ctx, b).Close(); err != nil {
+		if ctx.Err() == nil {
+			r.log.Error("lease renewal failed", "jobs", len(ids), "err", err)
+		}
+		return
+	}
+	for _, e := range execs {
+		if held != nil && !held[e.job.ID] && e.ctx.Err() == nil {
+			r.log.Warn("lease lost; cancelling job", "job", e.job.ID)
+			e.cancel(ErrLeaseLost)
+		}
+	}
+}
+
+func (r *Runner) queueHeartbeat(b *pgx.Batch, state string) {
+	host, _ := os.Hostname()
+	b.Queue(`select pgrun.worker_heartbeat($1, $2, $3, $4, $5, $6, $7)`,
+		r.cfg.WorkerID, host, os.Getpid(), slices.Sorted(maps.Keys(r.cfg.Queues)),
+		r.models(), r.cfg.Version, state)
+}
+
+// heartbeat records the worker's state on its own.
+func (r *Runner) heartbeat(ctx context.Context, state string) {
+	b := &pgx.Batch{}
+	r.queueHeartbeat(b, state)
+	if err := r.pool.SendBatch(ctx, b).Close(); err != nil && ctx.Err() == nil {
+		r.log.Warn("worker heartbeat failed", "err", err)
+	}
+}

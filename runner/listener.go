@@ -1,0 +1,61 @@
+package runner
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgxlisten"
+
+	"github.com/pgrun/pgrun"
+)
+
+// listenReconnectDelay is how long the listener waits before reconnecting after
+// its connection broke; the 1 s poll covers the gap.
+const listenReconnectDelay = time.Second
+
+// listen holds one connection LISTENing on the jobs and cancel channels (pgxlisten
+// reconnects it) until ctx is done. Job notifications wake the queue's fetcher;
+// cancel notifications cancel the job's handler if it runs here.
+func (r *Runner) listen(ctx context.Context) {
+	l := &pgxlisten.Listener{
+		Connect: func(ctx context.Context) (*pgx.Conn, error) {
+			return pgx.ConnectConfig(ctx, r.pool.Config().ConnConfig.Copy())
+		},
+		LogError: func(ctx context.Context, err error) {
+			if ctx.Err() == nil {
+				r.log.Warn("listener", "err", err)
+			}
+		},
+		ReconnectDelay: listenReconnectDelay,
+	}
+	l.Handle(pgrun.ChannelJobs, backlogWaker{r: r})
+	l.Handle(pgrun.ChannelCancel, pgxlisten.HandlerFunc(
+		func(_ context.Context, n *pgconn.Notification, _ *pgx.Conn) error {
+			id, err := strconv.ParseInt(n.Payload, 10, 64)
+			if err != nil {
+				return nil
+			}
+			if r.cancelRunning(id, ErrJobCancelled) {
+				r.log.Info("job cancelled remotely", "job", id)
+			}
+			return nil
+		}))
+	_ = l.Listen(ctx)
+}
+
+// backlogWaker wakes the named queue's fetcher per notification, and every fetcher
+// when the listener (re)connects, since notifications may have been missed.
+type backlogWaker struct{ r *Runner }
+
+func (w backlogWaker) HandleNotification(_ context.Context, n *pgconn.Notification, _ *pgx.Conn) error {
+	w.r.wake(n.Payload)
+	return nil
+}
+
+func (w backlogWaker) HandleBacklog(context.Context, string, *pgx.Conn) error {
+	w.r.wakeAll()
+	return nil
+}

@@ -1,0 +1,308 @@
+// Package runner executes pgrun jobs with Go handlers.
+//
+// A Runner is a pair of hands for the engine in PostgreSQL: it LISTENs for wake-ups
+// (and polls each queue every second in case one is lost), claims up to its free
+// slots per queue with pgrun.claim_jobs, runs each handler outside any transaction
+// with a context that carries the job's timeout and remote cancellation, and reports
+// outcomes (completions in batches). It renews the leases of what it runs in one
+// call per interval, and one runner at a time (the leader) calls pgrun.maintain.
+//
+//	r := runner.New(pool, runner.Config{Queues: map[string]runner.QueueConfig{"default": {Workers: 16}}})
+//	runner.Handle(r, "resize", func(ctx context.Context, j *runner.Job[ResizeArgs]) (any, error) { ... })
+//	err := r.Run(ctx) // until ctx is done; then a graceful stop
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"regexp"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/pgrun/pgrun"
+)
+
+// Defaults for Config fields left zero.
+const (
+	// DefaultLease is long enough to survive a GC pause and a slow network, short
+	// enough that a dead worker's jobs come back within a minute.
+	DefaultLease = 30 * time.Second
+	// DefaultPollInterval bounds what a lost notification costs: a second.
+	DefaultPollInterval = time.Second
+	// DefaultShutdownGrace leaves in-flight jobs 25 s to finish on SIGTERM, inside
+	// the 30 s most supervisors (Kubernetes, systemd) wait before SIGKILL.
+	DefaultShutdownGrace = 25 * time.Second
+	// DefaultMaintenanceInterval is how often the leader calls pgrun.maintain().
+	DefaultMaintenanceInterval = time.Second
+	// DefaultMaxClaim caps one claim call: big enough to amortise the round trip,
+	// small enough that one runner does not hoard a queue's backlog.
+	DefaultMaxClaim = 500
+	// DefaultCompleteBatch caps one complete_jobs call.
+	DefaultCompleteBatch = 1000
+)
+
+// QueueConfig is how a runner serves one queue.
+type QueueConfig struct {
+	// Workers is how many of the queue's jobs run at once in this runner.
+	Workers int
+}
+
+// Config configures a Runner. Zero fields take the defaults above.
+type Config struct {
+	// Queues maps queue names to how this runner serves them. Required.
+	Queues map[string]QueueConfig
+	// WorkerID names this runner in claimed_by and pgrun.workers; default
+	// host:pid:random.
+	WorkerID string
+	// Lease is how long a claim is held without renewal; renewed every Lease/3.
+	Lease time.Duration
+	// PollInterval is how often each queue is polled even without a notification.
+	PollInterval time.Duration
+	// ShutdownGrace is how long Run waits for in-flight jobs after its ctx is done,
+	// before cancelling them and requeueing them without spending an attempt.
+	ShutdownGrace time.Duration
+	// MaintenanceInterval is how often the leader calls pgrun.maintain(); negative
+	// disables maintenance in this runner.
+	MaintenanceInterval time.Duration
+	// MaxClaim caps the jobs claimed per call.
+	MaxClaim int
+	// Middleware wraps every handler; the first is the outermost.
+	Middleware []Middleware
+	// Logger receives the runner's logs; default slog.Default().
+	Logger *slog.Logger
+	// Version is recorded in pgrun.workers.
+	Version string
+}
+
+var queueName = regexp.MustCompile(`^[a-z][a-z0-9_.-]{0,62}$`)
+
+// Runner claims and runs jobs. Create it with [New], register handlers with
+// [Handle], then call [Runner.Run].
+type Runner struct {
+	pool *pgxpool.Pool
+	cfg  Config
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	handlers map[string]HandlerFunc
+	running  map[int64]*execution
+	fetchers map[string]*fetcher
+
+	completer *completer
+	// jobCtx parents every handler's context; it is not derived from Run's ctx so
+	// that a shutdown can give handlers a grace period.
+	jobCtx    context.Context
+	cancelJob context.CancelFunc
+	execWG    sync.WaitGroup
+}
+
+// New returns a runner on pool. Configuration errors are reported by Run.
+func New(pool *pgxpool.Pool, cfg Config) *Runner {
+	if cfg.WorkerID == "" {
+		host, _ := os.Hostname()
+		cfg.WorkerID = fmt.Sprintf("%s:%d:%04x", host, os.Getpid(), rand.N(1<<16))
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = DefaultLease
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = DefaultPollInterval
+	}
+	if cfg.ShutdownGrace <= 0 {
+		cfg.ShutdownGrace = DefaultShutdownGrace
+	}
+	if cfg.MaintenanceInterval == 0 {
+		cfg.MaintenanceInterval = DefaultMaintenanceInterval
+	}
+	if cfg.MaxClaim <= 0 {
+		cfg.MaxClaim = DefaultMaxClaim
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	r := &Runner{
+		pool:     pool,
+		cfg:      cfg,
+		log:      cfg.Logger.With("worker", cfg.WorkerID),
+		handlers: map[string]HandlerFunc{},
+		running:  map[int64]*execution{},
+		fetchers: map[string]*fetcher{},
+	}
+	r.jobCtx, r.cancelJob = context.WithCancel(context.Background())
+	return r
+}
+
+// WorkerID is the id this runner claims under.
+func (r *Runner) WorkerID() string { return r.cfg.WorkerID }
+
+func (r *Runner) handle(kind string, fn HandlerFunc) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.handlers[kind] = fn
+}
+
+// handlerFor returns the middleware-wrapped handler for kind, or nil.
+func (r *Runner) handlerFor(kind string) HandlerFunc {
+	r.mu.Lock()
+	h := r.handlers[kind]
+	r.mu.Unlock()
+	if h == nil {
+		return nil
+	}
+	for i := len(r.cfg.Middleware) - 1; i >= 0; i-- {
+		h = r.cfg.Middleware[i](h)
+	}
+	return h
+}
+
+func (r *Runner) validate() error {
+	if r.pool == nil {
+		return errors.New("runner: nil pool")
+	}
+	if len(r.cfg.Queues) == 0 {
+		return errors.New("runner: no queues configured")
+	}
+	for name, q := range r.cfg.Queues {
+		if !queueName.MatchString(name) {
+			return fmt.Errorf("runner: queue name %q is not valid (1 to 63 of a-z, 0-9, _ - . starting with a letter)", name)
+		}
+		if q.Workers < 1 {
+			return fmt.Errorf("runner: queue %s needs at least 1 worker, got %d", name, q.Workers)
+		}
+	}
+	return nil
+}
+
+// Run claims and runs jobs until ctx is done, then stops gracefully: it stops
+// claiming, waits up to ShutdownGrace for in-flight jobs, cancels those still
+// running and requeues them without spending an attempt, flushes completions and
+// returns nil. It waits for the schema first if `migrate up` has not run yet.
+func (r *Runner) Run(ctx context.Context) error {
+	if err := r.validate(); err != nil {
+		return err
+	}
+	if err := pgrun.WaitForSchema(ctx, r.pool, time.Second); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	r.log.Info("runner started", "queues", slices.Sorted(maps.Keys(r.cfg.Queues)))
+
+	// bg is for the machinery that must outlive ctx during the shutdown sequence.
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBG()
+	r.completer = newCompleter(r)
+	machinery, mctx := errgroup.WithContext(bg)
+	machinery.Go(func() error { r.completer.run(mctx); return nil })
+	machinery.Go(func() error { r.renewLoop(mctx); return nil })
+	machinery.Go(func() error { r.listen(mctx); return nil })
+	if r.cfg.MaintenanceInterval > 0 {
+		machinery.Go(func() error { r.maintainLoop(mctx); return nil })
+	}
+
+	claiming, cctx := errgroup.WithContext(ctx)
+	for name, q := range r.cfg.Queues {
+		f := newFetcher(r, name, q.Workers)
+		r.mu.Lock()
+		r.fetchers[name] = f
+		r.mu.Unlock()
+		claiming.Go(func() error { f.run(cctx); return nil })
+	}
+	<-ctx.Done()
+	_ = claiming.Wait()
+
+	r.shutdown()
+	r.completer.close()
+	stopBG()
+	_ = machinery.Wait()
+	r.heartbeat(context.WithoutCancel(ctx), "stopped")
+	r.log.Info("runner stopped")
+	return nil
+}
+
+// shutdown waits up to the grace period for in-flight jobs, then cancels the rest
+// with ErrShutdown (their executions requeue them) and waits for them to return.
+func (r *Runner) shutdown() {
+	done := make(chan struct{})
+	go func() { r.execWG.Wait(); close(done) }()
+	n := r.inFlight()
+	if n > 0 {
+		r.log.Info("stopping: waiting for in-flight jobs", "jobs", n, "grace", r.cfg.ShutdownGrace)
+	}
+	select {
+	case <-done:
+		return
+	case <-time.After(r.cfg.ShutdownGrace):
+	}
+	r.mu.Lock()
+	for _, e := range r.running {
+		e.cancel(ErrShutdown)
+	}
+	r.mu.Unlock()
+	r.log.Warn("grace period over: cancelled in-flight jobs for requeue", "jobs", r.inFlight())
+	select {
+	case <-done:
+		return
+	case <-time.After(abandonAfter):
+	}
+	// Handlers that ignore their context: requeue their jobs from here and leave
+	// them behind. Whatever they report later matches nothing (attempt moved on).
+	r.mu.Lock()
+	stuck := slices.Collect(maps.Values(r.running))
+	r.mu.Unlock()
+	for _, e := range stuck {
+		r.log.Error("handler ignored cancellation; requeueing its job and abandoning it", "job", e.job.ID, "kind", e.job.Kind)
+		e.requeue(context.Background(), "runner shut down; handler ignored cancellation")
+	}
+}
+
+// abandonAfter is how long a cancelled handler may take to return during shutdown
+// before its job is requeued without it.
+const abandonAfter = 5 * time.Second
+
+func (r *Runner) inFlight() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.running)
+}
+
+// wake nudges queue's fetcher (a notification arrived or a slot freed up).
+func (r *Runner) wake(queue string) {
+	r.mu.Lock()
+	f := r.fetchers[queue]
+	r.mu.Unlock()
+	if f != nil {
+		f.wake()
+	}
+}
+
+// wakeAll nudges every fetcher (the listener reconnected and may have missed some).
+func (r *Runner) wakeAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, f := range r.fetchers {
+		f.wake()
+	}
+}
+
+// cancelRunning cancels the execution of job id with cause, if it runs here.
+func (r *Runner) cancelRunning(id int64, cause error) bool {
+	r.mu.Lock()
+	e := r.running[id]
+	r.mu.Unlock()
+	if e == nil {
+		return false
+	}
+	e.cancel(cause)
+	return true
+}

@@ -1,0 +1,216 @@
+-- enqueue.sql: every way a job enters the engine. A plain INSERT INTO pgrun.jobs is
+-- an enqueue too: the BEFORE trigger validates it and fills defaults, the AFTER
+-- statement trigger registers the queue and sends the wake-up NOTIFY inside the
+-- writer's transaction (a rolled-back enqueue wakes nobody).
+
+-- jobs_before_insert validates a new job row and resets the fields only the engine
+-- may set. Raises 22023 naming the bad value; nothing is written.
+create or replace function pgrun.jobs_before_insert()
+returns trigger
+language plpgsql
+set search_path = pgrun, pg_catalog
+as $$
+begin
+  perform pgrun.check_kind(new.kind);
+  new.queue := pgrun.check_queue_name(coalesce(new.queue, 'default'));
+  new.args := coalesce(new.args, '{}');
+  if jsonb_typeof(new.args) <> 'object' then
+    raise exception 'args of job kind % must be a JSON object, got %', new.kind, jsonb_typeof(new.args)
+      using errcode = '22023',
+            hint = 'Wrap the value in an object, for example {"value": ...}.';
+  end if;
+  new.priority := coalesce(new.priority, 0);
+  if new.priority < 0 then
+    raise exception 'priority % is not valid', new.priority
+      using errcode = '22023',
+            hint = 'Use 0 (the default, most urgent) up to 32767; lower runs first.';
+  end if;
+  new.max_attempts := coalesce(new.max_attempts, 25);
+  if new.max_attempts < 1 then
+    raise exception 'max_attempts % is not valid', new.max_attempts
+      using errcode = '22023',
+            hint = 'Use 1 or more; 1 means no retries.';
+  end if;
+  perform pgrun.check_positive_interval('timeout', new.timeout);
+  new.meta := coalesce(new.meta, '{}');
+  if jsonb_typeof(new.meta) <> 'object' then
+    raise exception 'meta of job kind % must be a JSON object, got %', new.kind, jsonb_typeof(new.meta)
+      using errcode = '22023',
+            hint = 'Pass an object such as {"tenant": "acme"}.';
+  end if;
+  if new.unique_key = '' then
+    raise exception 'unique_key must not be empty'
+      using errcode = '22023',
+            hint = 'Pass NULL for no deduplication, or a non-empty key.';
+  end if;
+  new.status := coalesce(new.status, 'queued');
+  if new.status not in ('queued', 'pending', 'waiting') then
+    raise exception 'a new job cannot start in status %', new.status
+      using errcode = '22023',
+            hint = 'Insert jobs as queued (the default); the engine moves them on.';
+  end if;
+  new.run_at := coalesce(new.run_at, pgrun.clock());
+  new.attempt := 0;
+  new.failures := 0;
+  new.lease_expiries := 0;
+  new.claimed_by := null;
+  new.lease_expires_at := null;
+  new.heartbeat_at := null;
+  new.started_at := null;
+  new.finished_at := null;
+  new.result := null;
+  new.error := null;
+  new.progress_current := 0;
+  return new;
+end;
+$$;
+
+drop trigger if exists jobs_before_insert on pgrun.jobs;
+create trigger jobs_before_insert
+  before insert on pgrun.jobs
+  for each row execute function pgrun.jobs_before_insert();
+
+-- jobs_after_insert registers new queues and wakes listeners once per queue per
+-- statement. pg_notify is transactional: the wake-up is delivered on commit only.
+create or replace function pgrun.jobs_after_insert()
+returns trigger
+language plpgsql
+set search_path = pgrun, pg_catalog
+as $$
+declare
+  q text;
+begin
+  for q in select distinct n.queue from new_rows n loop
+    insert into pgrun.queues (name) values (q) on conflict do nothing;
+    perform pg_notify('pgrun_jobs', q);
+  end loop;
+  return null;
+end;
+$$;
+
+drop trigger if exists jobs_after_insert on pgrun.jobs;
+create trigger jobs_after_insert
+  after insert on pgrun.jobs
+  referencing new table as new_rows
+  for each statement execute function pgrun.jobs_after_insert();
+
+-- enqueue_job inserts one job and returns it. With a unique_key and an active
+-- (pending, queued, running or waiting) job holding that key, the existing job is
+-- returned instead and nothing is written. run_at NULL means now; max_attempts NULL
+-- means the default (25).
+create or replace function pgrun.enqueue_job(
+  kind          text,
+  args          jsonb default '{}',
+  queue         text default 'default',
+  priority      integer default 0,
+  run_at        timestamptz default null,
+  max_attempts  integer default null,
+  unique_key    text default null,
+  parent_id     bigint default null,
+  model         text default null,
+  timeout       interval default null,
+  meta          jsonb default '{}'
+)
+returns pgrun.jobs
+language plpgsql
+set search_path = pgrun, pg_catalog
+as $$
+#variable_conflict use_column
+declare
+  j pgrun.jobs;
+begin
+  if priority > 32767 then
+    raise exception 'priority % is not valid', priority
+      using errcode = '22023', hint = 'Use 0 (the default, most urgent) up to 32767; lower runs first.';
+  end if;
+  loop
+    insert into pgrun.jobs (kind, args, queue, priority, run_at, max_attempts, unique_key,
+                            parent_id, model, timeout, meta)
+    values (enqueue_job.kind, enqueue_job.args, enqueue_job.queue, enqueue_job.priority,
+            enqueue_job.run_at, enqueue_job.max_attempts, enqueue_job.unique_key,
+            enqueue_job.parent_id, enqueue_job.model, enqueue_job.timeout, enqueue_job.meta)
+    on conflict (unique_key)
+      where unique_key is not null and status in ('pending', 'queued', 'running', 'waiting')
+      do nothing
+    returning * into j;
+    if found then
+      return j;
+    end if;
+    select * into j from pgrun.jobs
+    where unique_key = enqueue_job.unique_key
+      and status in ('pending', 'queued', 'running', 'waiting');
+    if found then
+      return j;
+    end if;
+    -- The holder of the key finished between the two statements: try again.
+  end loop;
+end;
+$$;
+
+-- enqueue_jobs inserts many jobs in one statement and returns them: one JSON object
+-- per job with the keys of enqueue_job (kind required). Jobs whose unique_key is held
+-- by an active job are not inserted; the active holder is returned in their place.
+-- One NOTIFY per queue.
+create or replace function pgrun.enqueue_jobs(specs jsonb)
+returns setof pgrun.jobs
+language plpgsql
+set search_path = pgrun, pg_catalog
+as $$
+declare
+  bad record;
+begin
+  if specs is null or jsonb_typeof(specs) <> 'array' then
+    raise exception 'enqueue_jobs takes a JSON array of job objects, got %', coalesce(jsonb_typeof(specs), 'NULL')
+      using errcode = '22023',
+            hint = 'Pass ''[{"kind": "resize", "args": {"w": 64}}, ...]''.';
+  end if;
+  select e.idx, jsonb_typeof(e.v) as t into bad
+  from jsonb_array_elements(specs) with ordinality e(v, idx)
+  where jsonb_typeof(e.v) <> 'object'
+  limit 1;
+  if found then
+    raise exception 'element % of enqueue_jobs is a JSON %, not an object', bad.idx - 1, bad.t
+      using errcode = '22023', hint = 'Each element is an object such as {"kind": "resize"}.';
+  end if;
+  select e.idx, k.key into bad
+  from jsonb_array_elements(specs) with ordinality e(v, idx), jsonb_object_keys(e.v) k(key)
+  where k.key <> all (array['kind', 'args', 'queue', 'priority', 'run_at', 'max_attempts',
+                            'unique_key', 'parent_id', 'model', 'timeout', 'meta'])
+  limit 1;
+  if found then
+    raise exception 'element % of enqueue_jobs has unknown key %', bad.idx - 1, quote_literal(bad.key)
+      using errcode = '22023',
+            hint = 'Known keys: kind, args, queue, priority, run_at, max_attempts, unique_key, parent_id, model, timeout, meta.';
+  end if;
+
+  return query
+  with spec as (
+    select x.*
+    from rows from (jsonb_to_recordset(specs) as (
+      kind text, args jsonb, queue text, priority integer, run_at timestamptz,
+      max_attempts integer, unique_key text, parent_id bigint, model text,
+      timeout interval, meta jsonb)) with ordinality as x(
+        kind, args, queue, priority, run_at, max_attempts, unique_key, parent_id, model,
+        timeout, meta, ord)
+  ),
+  ins as (
+    insert into pgrun.jobs (kind, args, queue, priority, run_at, max_attempts, unique_key,
+                            parent_id, model, timeout, meta)
+    select s.kind, s.args, s.queue, s.priority, s.run_at, s.max_attempts, s.unique_key,
+           s.parent_id, s.model, s.timeout, s.meta
+    from spec s
+    order by s.ord
+    on conflict (unique_key)
+      where unique_key is not null and status in ('pending', 'queued', 'running', 'waiting')
+      do nothing
+    returning *
+  )
+  select * from ins
+  union all
+  -- Rows the insert skipped: their key's active holder (the CTE's snapshot does not
+  -- see the rows inserted above, so these are the pre-existing holders).
+  select j.* from pgrun.jobs j
+  where j.unique_key in (select s.unique_key from spec s where s.unique_key is not null)
+    and j.status in ('pending', 'queued', 'running', 'waiting');
+end;
+$$;

@@ -1,0 +1,113 @@
+-- reaper.sql: maintain(), the periodic work that keeps jobs from being lost. Runners
+-- call it every second under leadership; a pg_cron user may call it instead.
+
+-- maintain does one round of periodic work and returns what it did as JSON:
+--   * running jobs whose lease ran out go back to queued (lease_expired event); a job
+--     that has already lost its lease lease_budget times fails with class
+--     lease_expired instead;
+--   * running jobs past their timeout fail that attempt (class timeout; retried if
+--     attempts remain) unless they showed life (a beat, progress or event) within
+--     stall_window; their runner is told to cancel them;
+--   * workers not seen for a day are forgotten.
+-- Each step handles at most batch rows per call. Concurrent calls do not overlap: a
+-- call that cannot take the transaction-level advisory lock returns {"skipped": true}.
+create or replace function pgrun.maintain(
+  lease_budget  integer default 3,
+  stall_window  interval default interval '1 minute',
+  batch         integer default 1000
+)
+returns jsonb
+language plpgsql
+set search_path = pgrun, pg_catalog
+as $$
+#variable_conflict use_column
+declare
+  v_now          timestamptz := pgrun.clock();
+  v_requeued     integer;
+  v_lease_failed integer;
+  v_queues       text[];
+  v_timed_out    integer := 0;
+  v_workers      integer;
+  q              text;
+  r              record;
+begin
+  if lease_budget is null or lease_budget < 0 then
+    raise exception 'lease_budget % is not valid', coalesce(lease_budget::text, 'NULL')
+      using errcode = '22023', hint = 'Use 0 or more: how many expired leases a job survives.';
+  end if;
+  if batch is null or batch < 1 then
+    raise exception 'batch % is not valid', coalesce(batch::text, 'NULL')
+      using errcode = '22023', hint = 'Use 1 or more rows per step.';
+  end if;
+  if not pg_try_advisory_xact_lock(hashtext('pgrun.maintain')) then
+    return jsonb_build_object('skipped', true);
+  end if;
+
+  with expired as (
+    update pgrun.jobs j
+    set lease_expiries = j.lease_expiries + 1,
+        status = case when j.lease_expiries >= lease_budget
+                      then 'failed'::pgrun.job_status else 'queued' end,
+        run_at = case when j.lease_expiries >= lease_budget then j.run_at else v_now end,
+        finished_at = case when j.lease_expiries >= lease_budget then v_now end,
+        error = case when j.lease_expiries >= lease_budget
+                     then jsonb_build_object('class', 'lease_expired',
+                            'message', format('lease of worker %s expired (%s times)',
+                                              j.claimed_by, j.lease_expiries + 1),
+                            'attempt', j.attempt, 'at', v_now)
+                     else j.error end,
+        lease_expires_at = null
+    where j.id = any (array(
+        select c.id from pgrun.jobs c
+        where c.status = 'running' and c.lease_expires_at < v_now
+        order by c.lease_expires_at
+        limit batch
+        for update skip locked))
+      and j.status = 'running'
+    returning j.id, j.status, j.queue, j.attempt, j.claimed_by, j.lease_expiries
+  ),
+  logged as (
+    insert into pgrun.job_events (job_id, at, event, level, message, fields)
+    select e.id, v_now,
+           case when e.status = 'failed' then 'job.lease_expired' else 'job.lease_expired_requeue' end,
+           case when e.status = 'failed' then 'error' else 'warn' end,
+           format('lease of worker %s expired', e.claimed_by),
+           jsonb_build_object('attempt', e.attempt, 'worker', e.claimed_by,
+                              'lease_expiries', e.lease_expiries)
+    from expired e
+  )
+  select count(*) filter (where e.status = 'queued'),
+         count(*) filter (where e.status = 'failed'),
+         array_agg(distinct e.queue) filter (where e.status = 'queued')
+  into v_requeued, v_lease_failed, v_queues
+  from expired e;
+  foreach q in array coalesce(v_queues, '{}') loop
+    perform pg_notify('pgrun_jobs', q);
+  end loop;
+
+  for r in
+    select c.id, c.attempt, c.timeout from pgrun.jobs c
+    where c.status = 'running' and c.timeout is not null
+      and c.started_at + c.timeout < v_now
+      and coalesce(c.heartbeat_at, c.started_at) < v_now - stall_window
+    order by c.started_at
+    limit batch
+    for update skip locked
+  loop
+    perform pgrun.fail_job(r.id, r.attempt,
+      jsonb_build_object('class', 'timeout',
+                         'message', format('timed out after %s with no sign of life for %s', r.timeout, stall_window)));
+    perform pg_notify('pgrun_cancel', r.id::text);
+    v_timed_out := v_timed_out + 1;
+  end loop;
+
+  delete from pgrun.workers w where w.last_seen < v_now - interval '1 day';
+  get diagnostics v_workers = row_count;
+
+  return jsonb_build_object(
+    'lease_requeued', v_requeued,
+    'lease_failed', v_lease_failed,
+    'timed_out', v_timed_out,
+    'workers_forgotten', v_workers);
+end;
+$$;

@@ -1,0 +1,227 @@
+-- transitions.sql: how a claimed job leaves the running state, and the operator's
+-- cancel and redrive. Each worker-side transition is one guarded UPDATE on
+-- (id, attempt, status): a duplicate delivery, a stale worker whose lease was reclaimed
+-- or a job already finished matches nothing, and the function returns NULL (or no
+-- row) and changes nothing.
+
+-- complete_jobs finishes running jobs in one statement. A pair (id, attempt) that is
+-- no longer running under that attempt is skipped, so duplicate or stale calls change
+-- nothing; the ids that did finish are returned. results may be NULL (no results).
+create or replace function pgrun.complete_jobs(
+  ids       bigint[],
+  attempts  integer[],
+  results   jsonb[] default null
+)
+returns setof bigint
+language plpgsql
+set search_path = pgrun, pg_catalog
+as $$
+begin
+  if cardinality(ids) is distinct from cardinality(attempts)
+     or (results is not null and cardinality(results) <> cardinality(ids)) then
+    raise exception 'complete_jobs got % ids, % attempts and % results',
+      coalesce(cardinality(ids), 0), coalesce(cardinality(attempts), 0), coalesce(cardinality(results)::text, 'no')
+      using errcode = '22023', hint = 'Pass arrays of equal length: element i of each describes one job.';
+  end if;
+  return query
+  update pgrun.jobs j
+  set status = 'succeeded', finished_at = pgrun.clock(), result = r.result,
+      lease_expires_at = null
+  from unnest(ids, attempts, coalesce(results, array_fill(null::jsonb, array[cardinality(ids)])))
+       as r(id, attempt, result)
+  where j.id = r.id and j.attempt = r.attempt and j.status = 'running'
+  returning j.id;
+end;
+$$;
+
+-- fail_job records a failed attempt. error is a JSON object with at least "message"
+-- (and optionally "class", "stack", ...). A retryable failure with attempts left goes
+-- back to queued after an exponential backoff with jitter; a permanent one, or the
+-- last attempt, ends failed. Returns the job, or NULL if (id, attempt) is not running.
+create or replace function pgrun.fail_job(
+  id         bigint,
+  attempt    integer,
+  error      jsonb,
+  retryable  boolean default true
+)
+returns pgrun.jobs
+language plpgsql
+set search_path = pgrun, pg_catalog
+as $$
+#variable_conflict use_column
+declare
+  v_now  timestamptz := pgrun.clock();
+  j      pgrun.jobs;
+  final  boolean;
+begin
+  if error is null or jsonb_typeof(error) <> 'object' or jsonb_typeof(error -> 'message') is distinct from 'string' then
+    raise exception 'error % is not a JSON object with a "message" string', coalesce(error::text, 'NULL')
+      using errcode = '22023', hint = 'Pass ''{"message": "what went wrong", "class": "timeout"}''.';
+  end if;
+  update pgrun.jobs j
+  set failures = j.failures + 1,
+      status = case when not coalesce(retryable, true) or j.failures + 1 >= j.max_attempts
+                    then 'failed'::pgrun.job_status else 'queued' end,
+      run_at = case when not coalesce(retryable, true) or j.failures + 1 >= j.max_attempts
+                    then j.run_at else v_now + pgrun.backoff(j.failures + 1) end,
+      finished_at = case when not coalesce(retryable, true) or j.failures + 1 >= j.max_attempts
+                         then v_now end,
+      error = fail_job.error || jsonb_build_object('attempt', j.attempt, 'at', v_now),
+      lease_expires_at = null
+  where j.id = fail_job.id and j.attempt = fail_job.attempt and j.status = 'running'
+  returning j.* into j;
+  if not found then
+    return null;
+  end if;
+  final := j.status = 'failed';
+  perform pgrun.add_event(j.id, 'job.failed', case when final then 'error' else 'warn' end,
+    error ->> 'message',
+    jsonb_build_object('attempt', j.attempt, 'class', coalesce(error ->> 'class', 'error'),
+                       'retryable', coalesce(retryable, true), 'final', final,
+                       'next_run_at', case when final then null else j.run_at end));
+  return j;
+end;
+$$;
+
+-- retry_later puts a running job back in the queue to run after delay, without
+-- spending an attempt (the handler asked to be run later: a rate limit, a busy GPU).
+-- Returns the job, or NULL if (id, attempt) is not running.
+create or replace function pgrun.retry_later(
+  id       bigint,
+  attempt  integer,
+  delay    interval,
+  reason   text default null
+)
+returns pgrun.jobs
+language plpgsql
+set search_path = pgrun, pg_catalog
+as $$
+#variable_conflict use_column
+declare
+  j pgrun.jobs;
+begin
+  if delay is null or delay < interval '0' then
+    raise exception 'delay % is not valid', coalesce(delay::text, 'NULL')
+      using errcode = '22023', hint = 'Pass a delay of zero or more, such as ''30 seconds''.';
+  end if;
+  update pgrun.jobs j
+  set status = 'queued', run_at = pgrun.clock() + delay, lease_expires_at = null
+  where j.id = retry_later.id and j.attempt = retry_later.attempt and j.status = 'running'
+  returning j.* into j;
+  if not found then
+    return null;
+  end if;
+  perform pgrun.add_event(j.id, 'job.retry_later', 'info', reason,
+    jsonb_build_object('attempt', j.attempt, 'run_at', j.run_at));
+  if delay = interval '0' then
+    perform pg_notify('pgrun_jobs', j.queue);
+  end if;
+  return j;
+end;
+$$;
+
+-- requeue_job puts a running job back in the queue to run now, without spending an
+-- attempt: the runner shutting down, or an operator turning a worker off. Returns the
+-- job, or NULL if (id, attempt) is not running.
+create or replace function pgrun.requeue_job(
+  id       bigint,
+  attempt  integer,
+  reason   text default null
+)
+returns pgrun.jobs
+language plpgsql
+set search_path = pgrun, pg_catalog
+as $$
+#variable_conflict use_column
+declare
+  j pgrun.jobs;
+begin
+  update pgrun.jobs j
+  set status = 'queued', run_at = pgrun.clock(), lease_expires_at = null
+  where j.id = requeue_job.id and j.attempt = requeue_job.attempt and j.status = 'running'
+  returning j.* into j;
+  if not found then
+    return null;
+  end if;
+  perform pgrun.add_event(j.id, 'job.requeued', 'info', reason,
+    jsonb_build_object('attempt', j.attempt, 'worker', j.claimed_by));
+  perform pg_notify('pgrun_jobs', j.queue);
+  return j;
+end;
+$$;
+
+-- cancel_job cancels a job that has not finished. A pending, queued or waiting job is
+-- cancelled at once; a running one is cancelled too, and its runner is told on the
+-- pgrun_cancel channel to cancel the handler's context (its late completion then
+-- matches nothing). Returns the job, NULL if it had already finished; raises P0002 if
+-- no job has that id.
+create or replace function pgrun.cancel_job(
+  id      bigint,
+  reason  text default null
+)
+returns pgrun.jobs
+language plpgsql
+set search_path = pgrun, pg_catalog
+as $$
+#variable_conflict use_column
+declare
+  prev  pgrun.job_status;
+  j     pgrun.jobs;
+begin
+  select j.status into prev from pgrun.jobs j where j.id = cancel_job.id for update;
+  if not found then
+    perform pgrun.job_not_found(cancel_job.id);
+  end if;
+  update pgrun.jobs j
+  set status = 'cancelled', finished_at = pgrun.clock(), lease_expires_at = null,
+      error = jsonb_build_object('class', 'cancelled', 'message', coalesce(reason, 'cancelled'))
+  where j.id = cancel_job.id and j.status in ('pending', 'queued', 'running', 'waiting')
+  returning j.* into j;
+  if not found then
+    return null;
+  end if;
+  if prev = 'running' then
+    perform pg_notify('pgrun_cancel', j.id::text);
+  end if;
+  perform pgrun.add_event(j.id, 'job.cancelled', 'warn', reason,
+    jsonb_build_object('previous_status', prev, 'attempt', j.attempt));
+  return j;
+end;
+$$;
+
+-- retry_job redrives a failed or cancelled job: queued to run now, with its failure
+-- and lease-expiry counts reset so it gets its full budget again. Returns the job,
+-- NULL if it is not failed or cancelled; raises P0002 if no job has that id.
+create or replace function pgrun.retry_job(id bigint)
+returns pgrun.jobs
+language plpgsql
+set search_path = pgrun, pg_catalog
+as $$
+#variable_conflict use_column
+declare
+  j pgrun.jobs;
+begin
+  perform 1 from pgrun.jobs j where j.id = retry_job.id;
+  if not found then
+    perform pgrun.job_not_found(retry_job.id);
+  end if;
+  begin
+    update pgrun.jobs j
+    set status = 'queued', run_at = pgrun.clock(), failures = 0, lease_expiries = 0,
+        finished_at = null, result = null, lease_expires_at = null
+    where j.id = retry_job.id and j.status in ('failed', 'cancelled')
+    returning j.* into j;
+  exception when unique_violation then
+    raise exception 'job % cannot be retried: another active job holds its unique_key', retry_job.id
+      using errcode = '23505',
+            hint = 'Wait for or cancel the job that holds the key: SELECT id FROM pgrun.jobs WHERE unique_key = ... AND status IN (''pending'',''queued'',''running'',''waiting'');';
+  end;
+  if not found then
+    return null;
+  end if;
+  perform pgrun.add_event(j.id, 'job.retried', 'info', 'manual redrive',
+    jsonb_build_object('attempt', j.attempt));
+  perform pg_notify('pgrun_jobs', j.queue);
+  return j;
+end;
+$$;

@@ -1,0 +1,63 @@
+-- views.sql: what an operator reads in psql. Applied last: views are checked against
+-- the functions and tables as they are created, and dropped first so a new version
+-- may change their columns.
+
+drop view if exists pgrun.queue_stats, pgrun.active_jobs, pgrun.worker_status;
+
+-- queue_stats answers "how is each queue doing": jobs by state (queued means due now,
+-- scheduled means queued for later), the age of the oldest due job, and what finished
+-- in the last minute. Reads only the partial indexes of active jobs and the recent
+-- part of the finished index, so it stays cheap on a large history.
+create or replace view pgrun.queue_stats as
+select q.name as queue,
+       q.paused,
+       coalesce(a.queued, 0)    as queued,
+       coalesce(a.scheduled, 0) as scheduled,
+       coalesce(r.running, 0)   as running,
+       coalesce(p.pending, 0)   as pending,
+       coalesce(p.waiting, 0)   as waiting,
+       a.oldest_queued_age,
+       coalesce(f.succeeded_1m, 0) as succeeded_1m,
+       coalesce(f.failed_1m, 0)    as failed_1m,
+       coalesce(f.cancelled_1m, 0) as cancelled_1m
+from pgrun.queues q
+left join lateral (
+  select count(*) filter (where j.run_at <= now()) as queued,
+         count(*) filter (where j.run_at > now())  as scheduled,
+         now() - min(j.run_at) filter (where j.run_at <= now()) as oldest_queued_age
+  from pgrun.jobs j where j.queue = q.name and j.status = 'queued'
+) a on true
+left join lateral (
+  select count(*) as running from pgrun.jobs j where j.queue = q.name and j.status = 'running'
+) r on true
+left join lateral (
+  select count(*) filter (where j.status = 'pending') as pending,
+         count(*) filter (where j.status = 'waiting') as waiting
+  from pgrun.jobs j where j.queue = q.name and j.status in ('pending', 'waiting')
+) p on true
+left join lateral (
+  select count(*) filter (where j.status = 'succeeded') as succeeded_1m,
+         count(*) filter (where j.status = 'failed')    as failed_1m,
+         count(*) filter (where j.status = 'cancelled') as cancelled_1m
+  from pgrun.jobs j
+  where j.finished_at > now() - interval '1 minute' and j.queue = q.name
+) f on true;
+
+-- active_jobs lists what is running or parked right now, with progress.
+create or replace view pgrun.active_jobs as
+select j.id, j.queue, j.kind, j.status, j.attempt, j.failures, j.max_attempts,
+       j.claimed_by as worker, j.started_at, now() - j.started_at as runtime,
+       j.progress_current, j.progress_total,
+       case when j.progress_total > 0
+            then round(100.0 * j.progress_current / j.progress_total, 1) end as progress_pct,
+       j.lease_expires_at, j.heartbeat_at, j.timeout, j.model, j.parent_id, j.run_id, j.node
+from pgrun.jobs j
+where j.status in ('running', 'waiting');
+
+-- worker_status lists registered runners, how long since each was seen, and how many
+-- jobs each holds.
+create or replace view pgrun.worker_status as
+select w.id, w.host, w.pid, w.state, w.queues, w.models, w.version, w.started_at,
+       w.last_seen, now() - w.last_seen as since_seen,
+       (select count(*) from pgrun.jobs j where j.status = 'running' and j.claimed_by = w.id) as running
+from pgrun.workers w;

@@ -1,0 +1,40 @@
+-- workers.sql: the registry runners heartbeat into.
+
+-- worker_heartbeat records that worker id is alive (inserting it on first call) with
+-- what it serves and which models it holds warm. Returns the time recorded.
+create or replace function pgrun.worker_heartbeat(
+  id       text,
+  host     text,
+  pid      integer,
+  queues   text[] default '{}',
+  models   text[] default '{}',
+  version  text default null,
+  state    text default 'running'
+)
+returns timestamptz
+language plpgsql
+set search_path = pgrun, pg_catalog
+as $$
+#variable_conflict use_column
+declare
+  v_now timestamptz := pgrun.clock();
+begin
+  if id is null or id = '' or host is null or host = '' then
+    raise exception 'worker id % and host % must not be empty', coalesce(quote_literal(id), 'NULL'), coalesce(quote_literal(host), 'NULL')
+      using errcode = '22023', hint = 'Pass a stable id such as host:pid and the host name.';
+  end if;
+  if state is null or state not in ('running', 'draining', 'stopped') then
+    raise exception 'worker state % is not valid', coalesce(quote_literal(state), 'NULL')
+      using errcode = '22023', hint = 'Use running, draining or stopped.';
+  end if;
+  insert into pgrun.workers as w (id, host, pid, queues, models, version, state, started_at, last_seen)
+  values (worker_heartbeat.id, worker_heartbeat.host, worker_heartbeat.pid,
+          coalesce(worker_heartbeat.queues, '{}'), coalesce(worker_heartbeat.models, '{}'),
+          worker_heartbeat.version, worker_heartbeat.state, v_now, v_now)
+  on conflict (id) do update
+    set host = excluded.host, pid = excluded.pid, queues = excluded.queues,
+        models = excluded.models, version = excluded.version, state = excluded.state,
+        last_seen = excluded.last_seen;
+  return v_now;
+end;
+$$;

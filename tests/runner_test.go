@@ -1,0 +1,109 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/runner"
+)
+
+func TestRunnerBurnsDownNoops(t *testing.T) {
+	b := setup(t)
+	specs := make([]pgrun.JobSpec, 2000)
+	for i := range specs {
+		specs[i] = pgrun.JobSpec{Kind: runner.KindNoop}
+	}
+	_, err := pgrun.EnqueueMany(b.ctx, b.pool, specs)
+	require.NoError(t, err)
+
+	r := newRunner(b.pool, runner.Config{Queues: map[string]runner.QueueConfig{"default": {Workers: 50}}})
+	startRunner(t, r)
+	eventually(t, 30*time.Second, "all jobs succeeded", func() bool {
+		return countStatus(t, b, pgrun.StatusSucceeded) == len(specs)
+	})
+}
+
+func TestRunnerRecordsResultsAndErrors(t *testing.T) {
+	b := setup(t)
+	echo, err := pgrun.Enqueue(b.ctx, b.pool, runner.KindEcho, map[string]any{"hello": "world"})
+	require.NoError(t, err)
+	perm, err := pgrun.Enqueue(b.ctx, b.pool, runner.KindFail, runner.FailArgs{Message: "bad input", Permanent: true})
+	require.NoError(t, err)
+	var calls atomic.Int32
+	r := newRunner(b.pool, runner.Config{})
+	runner.Handle(r, "panics", func(context.Context, *runner.Job[struct{}]) (any, error) {
+		calls.Add(1)
+		panic("kaboom")
+	})
+	runner.Handle(r, "later", func(_ context.Context, j *runner.Job[struct{}]) (any, error) {
+		if j.Attempt == 1 {
+			return nil, runner.RetryLater(time.Millisecond, "not yet")
+		}
+		return "done", nil
+	})
+	pan, err := pgrun.Enqueue(b.ctx, b.pool, "panics", nil, pgrun.MaxAttempts(1))
+	require.NoError(t, err)
+	later, err := pgrun.Enqueue(b.ctx, b.pool, "later", nil, pgrun.MaxAttempts(1))
+	require.NoError(t, err)
+	startRunner(t, r)
+
+	eventually(t, 20*time.Second, "jobs finished", func() bool {
+		return jobStatus(t, b, echo.ID).Finished() && jobStatus(t, b, perm.ID).Finished() &&
+			jobStatus(t, b, pan.ID).Finished() && jobStatus(t, b, later.ID).Finished()
+	})
+	j, err := pgrun.GetJob(b.ctx, b.pool, echo.ID)
+	require.NoError(t, err)
+	require.Equal(t, pgrun.StatusSucceeded, j.Status)
+	require.JSONEq(t, `{"hello":"world"}`, string(j.Result))
+
+	j, err = pgrun.GetJob(b.ctx, b.pool, perm.ID)
+	require.NoError(t, err)
+	require.Equal(t, pgrun.StatusFailed, j.Status)
+	require.Equal(t, 1, j.Attempt, "a permanent error is not retried")
+	require.Contains(t, string(j.Error), "bad input")
+
+	j, err = pgrun.GetJob(b.ctx, b.pool, pan.ID)
+	require.NoError(t, err)
+	require.Equal(t, pgrun.StatusFailed, j.Status)
+	require.Contains(t, string(j.Error), `"class": "panic"`)
+	require.Contains(t, string(j.Error), "kaboom")
+	require.Contains(t, string(j.Error), "goroutine", "the stack is kept")
+
+	j, err = pgrun.GetJob(b.ctx, b.pool, later.ID)
+	require.NoError(t, err)
+	require.Equal(t, pgrun.StatusSucceeded, j.Status, "retry_later spends no attempt, so max_attempts 1 still allows the second run")
+	require.Equal(t, 2, j.Attempt)
+	require.Equal(t, 0, j.Failures)
+	require.Equal(t, int32(1), calls.Load())
+}
+
+func TestRunnerMiddlewareWrapsHandlers(t *testing.T) {
+	b := setup(t)
+	type key struct{}
+	var seen atomic.Value
+	mw := func(next runner.HandlerFunc) runner.HandlerFunc {
+		return func(ctx context.Context, j *pgrun.Job) (any, error) {
+			return next(context.WithValue(ctx, key{}, "tenant-"+j.Kind), j)
+		}
+	}
+	r := newRunner(b.pool, runner.Config{Middleware: []runner.Middleware{mw}})
+	runner.Handle(r, "ctxcheck", func(ctx context.Context, _ *runner.Job[struct{}]) (any, error) {
+		v, _ := ctx.Value(key{}).(string)
+		seen.Store(v)
+		if v == "" {
+			return nil, errors.New("middleware did not run")
+		}
+		return nil, nil
+	})
+	j, err := pgrun.Enqueue(b.ctx, b.pool, "ctxcheck", nil)
+	require.NoError(t, err)
+	startRunner(t, r)
+	eventually(t, 10*time.Second, "job succeeded", func() bool { return jobStatus(t, b, j.ID) == pgrun.StatusSucceeded })
+	require.Equal(t, "tenant-ctxcheck", seen.Load())
+}
