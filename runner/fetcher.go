@@ -17,7 +17,8 @@ type fetcher struct {
 	slots   int
 	wakeCh  chan struct{}
 	freedCh chan struct{}
-	busy    int // executions started and not yet finished; owned by run
+	busy    int  // executions started and not yet finished; owned by run
+	backlog bool // the last claim came back full: more jobs are likely waiting
 }
 
 func newFetcher(r *Runner, queue string, slots int) *fetcher {
@@ -68,17 +69,49 @@ func (f *fetcher) run(ctx context.Context) {
 		case <-poll.C:
 		case <-f.freedCh:
 			f.busy--
-			// Gather every slot freed meanwhile so the next claim is one call.
-			for drained := false; !drained; {
-				select {
-				case <-f.freedCh:
-					f.busy--
-				default:
-					drained = true
-				}
+			if !f.gather(ctx) {
+				return
 			}
 		}
 	}
+}
+
+// fetchCooldown is the longest a fetcher with a backlog waits for enough free slots
+// to make a claim worth its round trip.
+const fetchCooldown = 5 * time.Millisecond
+
+// gather collects further freed slots before the next claim. With no backlog (the
+// last claim came back short) it takes only what is already free, so a new job
+// starts at once. With a backlog it waits, for at most fetchCooldown, until half the
+// slots (or half a claim) are free: many small claims would cost more round trips
+// than the jobs themselves. It returns false if ctx is done.
+func (f *fetcher) gather(ctx context.Context) bool {
+	for {
+		select {
+		case <-f.freedCh:
+			f.busy--
+			continue
+		default:
+		}
+		break
+	}
+	want := max(1, min(f.slots, f.r.cfg.MaxClaim)/2)
+	if !f.backlog || f.slots-f.busy >= want {
+		return true
+	}
+	timer := time.NewTimer(fetchCooldown)
+	defer timer.Stop()
+	for f.slots-f.busy < want {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-timer.C:
+			return true
+		case <-f.freedCh:
+			f.busy--
+		}
+	}
+	return true
 }
 
 // fill claims while there are free slots and the queue keeps giving full batches.
@@ -93,7 +126,8 @@ func (f *fetcher) fill(ctx context.Context) error {
 			f.busy++
 			f.r.start(j, f)
 		}
-		if len(jobs) < n {
+		f.backlog = len(jobs) == n
+		if !f.backlog {
 			return nil
 		}
 	}

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+
+	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/runner"
+)
+
+func init() { commands = append(commands, newBenchCmd) }
+
+// benchResult is what `runner bench` measures; --json prints it as is.
+type benchResult struct {
+	Jobs          int     `json:"jobs"`
+	Workers       int     `json:"workers"`
+	EnqueuePerSec float64 `json:"enqueue_per_sec"`
+	BurnSeconds   float64 `json:"burn_seconds"`
+	JobsPerSec    float64 `json:"jobs_per_sec"`
+	LatencyJobs   int     `json:"latency_jobs"`
+	LatencyP50MS  float64 `json:"latency_p50_ms"`
+	LatencyP99MS  float64 `json:"latency_p99_ms"`
+}
+
+func newBenchCmd(g *globals) *cobra.Command {
+	var (
+		jobs, workers, latencyJobs int
+		keep, asJSON               bool
+	)
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure enqueue rate, burn-down throughput and enqueue-to-start latency",
+		Long: `bench enqueues --jobs no-op jobs into a fresh queue, starts an in-process runner
+with --workers slots and times the burn-down. It then enqueues --latency-jobs jobs
+one at a time into the running runner and reports the enqueue-to-start latency
+(started_at - created_at, both taken by the database) at p50 and p99.
+The bench queue's rows are deleted afterwards unless --keep is given.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if jobs < 1 || workers < 1 || latencyJobs < 0 {
+				return fmt.Errorf("--jobs and --workers must be at least 1 and --latency-jobs 0 or more")
+			}
+			ctx := cmd.Context()
+			pool, err := g.connect(ctx)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			if err := pgrun.Migrate(ctx, pool); err != nil {
+				return err
+			}
+			res, err := bench(ctx, pool, cmd.ErrOrStderr(), jobs, workers, latencyJobs, keep)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(res)
+			}
+			fmt.Fprintf(out, "jobs            %d no-op jobs, %d workers\n", res.Jobs, res.Workers)
+			fmt.Fprintf(out, "enqueue         %.0f jobs/s\n", res.EnqueuePerSec)
+			fmt.Fprintf(out, "burn-down       %.2f s, %.0f jobs/s\n", res.BurnSeconds, res.JobsPerSec)
+			if res.LatencyJobs > 0 {
+				fmt.Fprintf(out, "start latency   p50 %.2f ms, p99 %.2f ms (%d jobs enqueued one by one)\n",
+					res.LatencyP50MS, res.LatencyP99MS, res.LatencyJobs)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&jobs, "jobs", 100000, "no-op jobs to burn down")
+	cmd.Flags().IntVar(&workers, "workers", 500, "concurrent slots of the in-process runner")
+	cmd.Flags().IntVar(&latencyJobs, "latency-jobs", 1000, "jobs enqueued one at a time to measure start latency")
+	cmd.Flags().BoolVar(&keep, "keep", false, "keep the bench queue's rows")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	return cmd
+}
+
+// benchEnqueueChunk is the batch size of the burn-down enqueue.
+const benchEnqueueChunk = 5000
+
+func bench(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, jobs, workers, latencyJobs int, keep bool) (*benchResult, error) {
+	queue := fmt.Sprintf("bench.%d", time.Now().UnixNano())
+	res := &benchResult{Jobs: jobs, Workers: workers, LatencyJobs: latencyJobs}
+	if !keep {
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			_, _ = pool.Exec(cctx, `delete from pgrun.job_events where job_id in (select id from pgrun.jobs where queue = $1)`, queue)
+			_, _ = pool.Exec(cctx, `delete from pgrun.jobs where queue = $1`, queue)
+			_, _ = pool.Exec(cctx, `delete from pgrun.queues where name = $1`, queue)
+		}()
+	}
+
+	fmt.Fprintf(progress, "bench: enqueueing %d jobs into %s\n", jobs, queue)
+	start := time.Now()
+	for done := 0; done < jobs; done += benchEnqueueChunk {
+		n := min(benchEnqueueChunk, jobs-done)
+		specs := make([]pgrun.JobSpec, n)
+		for i := range specs {
+			specs[i] = pgrun.JobSpec{Kind: runner.KindNoop, Queue: queue}
+		}
+		if _, err := pgrun.EnqueueMany(ctx, pool, specs); err != nil {
+			return nil, err
+		}
+	}
+	res.EnqueuePerSec = float64(jobs) / time.Since(start).Seconds()
+
+	r := runner.New(pool, runner.Config{
+		Queues: map[string]runner.QueueConfig{queue: {Workers: workers}},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	runner.HandleBuiltins(r)
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(rctx) }()
+	defer func() { stop(); <-done }()
+
+	fmt.Fprintf(progress, "bench: burning down with %d workers\n", workers)
+	start = time.Now()
+	if err := waitQueueEmpty(ctx, pool, queue); err != nil {
+		return nil, err
+	}
+	res.BurnSeconds = time.Since(start).Seconds()
+	res.JobsPerSec = float64(jobs) / res.BurnSeconds
+
+	if latencyJobs > 0 {
+		fmt.Fprintf(progress, "bench: measuring start latency over %d jobs\n", latencyJobs)
+		var first int64
+		for i := 0; i < latencyJobs; i++ {
+			j, err := pgrun.Enqueue(ctx, pool, runner.KindNoop, nil, pgrun.Queue(queue))
+			if err != nil {
+				return nil, err
+			}
+			if i == 0 {
+				first = j.ID
+			}
+		}
+		if err := waitQueueEmpty(ctx, pool, queue); err != nil {
+			return nil, err
+		}
+		err := pool.QueryRow(ctx, `
+			select 1000 * percentile_cont(0.5) within group (order by extract(epoch from started_at - created_at)),
+			       1000 * percentile_cont(0.99) within group (order by extract(epoch from started_at - created_at))
+			from pgrun.jobs where queue = $1 and id >= $2`, queue, first).Scan(&res.LatencyP50MS, &res.LatencyP99MS)
+		if err != nil {
+			return nil, fmt.Errorf("latency: %w", err)
+		}
+	}
+	return res, nil
+}
+
+// waitQueueEmpty polls until queue has no queued or running job.
+func waitQueueEmpty(ctx context.Context, pool *pgxpool.Pool, queue string) error {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		var left int
+		if err := pool.QueryRow(ctx, `select count(*) from pgrun.jobs
+			where queue = $1 and status in ('queued', 'running')`, queue).Scan(&left); err != nil {
+			return err
+		}
+		if left == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
