@@ -251,8 +251,22 @@ func applyFunctions(ctx context.Context, db *sql.DB) error {
 	return tx.Commit()
 }
 
-// SchemaHash identifies the state Migrate produces: the newest migration version
-// and the function set's checksum.
+// SchemaHash identifies the state Migrate produces: a checksum of every embedded
+// migration and function file. Tools that cache migrated databases (pgtestdb
+// templates) key on it.
 func SchemaHash() string {
-	return fmt.Sprintf("v%d-%s", LatestVersion(), FunctionsChecksum())
+	h := sha256.New()
+	_ = fs.WalkDir(sqlFiles, "sql", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(sqlFiles, p)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", p, len(b))
+		h.Write(b)
+		return nil
+	})
+	return hex.EncodeToString(h.Sum(nil))
 }

@@ -63,10 +63,9 @@ create table pgrun.jobs (
 -- slows it down.
 create index jobs_claim_idx on pgrun.jobs (queue, priority, run_at, id)
   where status = 'queued';
--- The reaper and lease renewal read only running rows.
+-- The reaper reads only running rows. (Lease renewal goes by primary key; a
+-- per-worker index would cost every claim a write for no reader on the hot path.)
 create index jobs_running_lease_idx on pgrun.jobs (lease_expires_at)
-  where status = 'running';
-create index jobs_running_worker_idx on pgrun.jobs (claimed_by)
   where status = 'running';
 -- One active job per unique_key; finished jobs free the key.
 create unique index jobs_unique_key_active_idx on pgrun.jobs (unique_key)
