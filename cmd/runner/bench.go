@@ -100,6 +100,11 @@ func bench(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, jobs, wo
 		}()
 	}
 
+	// Start from a vacuumed table so that runs are comparable: dead rows left by
+	// earlier runs would otherwise slow this one's claims.
+	if _, err := pool.Exec(ctx, `vacuum (analyze) pgrun.jobs`); err != nil {
+		return nil, fmt.Errorf("vacuum before bench: %w", err)
+	}
 	fmt.Fprintf(progress, "bench: enqueueing %d jobs into %s\n", jobs, queue)
 	start := time.Now()
 	for done := 0; done < jobs; done += benchEnqueueChunk {

@@ -10,7 +10,11 @@
 --
 -- The id list is built in an ARRAY() sub-select so the planner keeps the partial claim
 -- index and the primary key even under a generic plan (a LIMIT parameter otherwise
--- made it estimate 10% of the table and hash-join all of jobs).
+-- made it estimate 10% of the table and hash-join all of jobs). The guard is the row
+-- lock: FOR UPDATE re-checks status = 'queued' on the newest row version and holds
+-- the row until commit. The outer UPDATE deliberately repeats no status filter: with
+-- one, the planner may fetch the ids through the partial claim index (id is its last
+-- column) and scan the whole backlog per claim.
 create or replace function pgrun.claim_jobs(
   queue   text,
   worker  text,
@@ -58,7 +62,6 @@ begin
         order by c.priority, c.run_at, c.id
         limit v_left
         for update skip locked))
-      and j.status = 'queued'
     returning j.*;
     get diagnostics v_got = row_count;
     v_left := v_left - v_got;
@@ -77,7 +80,6 @@ begin
       order by c.priority, c.run_at, c.id
       limit v_left
       for update skip locked))
-    and j.status = 'queued'
   returning j.*;
 end;
 $$;
