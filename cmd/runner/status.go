@@ -1,0 +1,116 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/spf13/cobra"
+)
+
+func init() { commands = append(commands, newStatusCmd) }
+
+// queueRow is one row of pgrun.queue_stats.
+type queueRow struct {
+	Queue           string         `db:"queue" json:"queue"`
+	Paused          bool           `db:"paused" json:"paused"`
+	Queued          int64          `db:"queued" json:"queued"`
+	Scheduled       int64          `db:"scheduled" json:"scheduled"`
+	Running         int64          `db:"running" json:"running"`
+	Pending         int64          `db:"pending" json:"pending"`
+	Waiting         int64          `db:"waiting" json:"waiting"`
+	OldestQueuedAge *time.Duration `db:"oldest_queued_age" json:"oldest_queued_age_seconds"`
+	Succeeded1m     int64          `db:"succeeded_1m" json:"succeeded_1m"`
+	Failed1m        int64          `db:"failed_1m" json:"failed_1m"`
+	Cancelled1m     int64          `db:"cancelled_1m" json:"cancelled_1m"`
+}
+
+// workerRow is one row of pgrun.worker_status.
+type workerRow struct {
+	ID       string    `db:"id" json:"id"`
+	Host     string    `db:"host" json:"host"`
+	PID      int32     `db:"pid" json:"pid"`
+	State    string    `db:"state" json:"state"`
+	Queues   []string  `db:"queues" json:"queues"`
+	Models   []string  `db:"models" json:"models"`
+	LastSeen time.Time `db:"last_seen" json:"last_seen"`
+	Running  int64     `db:"running" json:"running"`
+}
+
+func newStatusCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show each queue (jobs by state, oldest wait, last minute's throughput) and the workers",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			pool, err := g.connect(ctx)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			rows, err := pool.Query(ctx, `select queue, paused, queued, scheduled, running, pending, waiting,
+				oldest_queued_age, succeeded_1m, failed_1m, cancelled_1m from pgrun.queue_stats order by queue`)
+			if err != nil {
+				return err
+			}
+			queues, err := pgx.CollectRows(rows, pgx.RowToStructByName[queueRow])
+			if err != nil {
+				return err
+			}
+			rows, err = pool.Query(ctx, `select id, host, pid, state, queues, models, last_seen, running
+				from pgrun.worker_status order by id`)
+			if err != nil {
+				return err
+			}
+			workers, err := pgx.CollectRows(rows, pgx.RowToStructByName[workerRow])
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				for i := range queues {
+					if d := queues[i].OldestQueuedAge; d != nil {
+						s := time.Duration(d.Seconds()) // JSON carries seconds
+						queues[i].OldestQueuedAge = &s
+					}
+				}
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(map[string]any{"queues": queues, "workers": workers})
+			}
+			tw := table(out)
+			fmt.Fprintln(tw, "QUEUE\tQUEUED\tSCHEDULED\tRUNNING\tPENDING\tWAITING\tOLDEST\tDONE/1m\tFAILED/1m\tJOBS/s")
+			for _, q := range queues {
+				name := q.Queue
+				if q.Paused {
+					name += " (paused)"
+				}
+				oldest := "-"
+				if q.OldestQueuedAge != nil {
+					oldest = age(*q.OldestQueuedAge)
+				}
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%.1f\n", name, q.Queued, q.Scheduled,
+					q.Running, q.Pending, q.Waiting, oldest, q.Succeeded1m, q.Failed1m,
+					float64(q.Succeeded1m+q.Failed1m)/60)
+			}
+			if len(queues) == 0 {
+				fmt.Fprintln(tw, "(no queues yet)")
+			}
+			fmt.Fprintln(tw)
+			fmt.Fprintln(tw, "WORKER\tSTATE\tQUEUES\tRUNNING\tLAST SEEN")
+			for _, w := range workers {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s ago\n", w.ID, w.State, strings.Join(w.Queues, ","), w.Running, ago(w.LastSeen))
+			}
+			if len(workers) == 0 {
+				fmt.Fprintln(tw, "(no workers registered)")
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
