@@ -1,0 +1,130 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/runner"
+)
+
+func enqueueNoops(t *testing.T, b *bundle, n int) {
+	t.Helper()
+	for done := 0; done < n; done += 5000 {
+		specs := make([]pgrun.JobSpec, min(5000, n-done))
+		for i := range specs {
+			specs[i] = pgrun.JobSpec{Kind: runner.KindNoop}
+		}
+		_, err := pgrun.EnqueueMany(b.ctx, b.pool, specs)
+		require.NoError(t, err)
+	}
+}
+
+// Many claimers racing over one backlog never receive the same job: every job is
+// claimed exactly once.
+func TestConcurrentClaimersNeverClaimAJobTwice(t *testing.T) {
+	b := setup(t)
+	jobs := 20000
+	if testing.Short() {
+		jobs = 4000
+	}
+	enqueueNoops(t, b, jobs)
+
+	var mu sync.Mutex
+	claims := map[int64]int{}
+	var g errgroup.Group
+	for w := range 16 {
+		g.Go(func() error {
+			worker := fmt.Sprintf("w%d", w)
+			for {
+				rows, err := b.pool.Query(b.ctx, `select id, attempt from pgrun.claim_jobs('default', $1, 50)`, worker)
+				if err != nil {
+					return err
+				}
+				var ids []int64
+				var attempts []int32
+				var id int64
+				var attempt int32
+				if _, err := pgx.ForEachRow(rows, []any{&id, &attempt}, func() error {
+					ids = append(ids, id)
+					attempts = append(attempts, attempt)
+					return nil
+				}); err != nil {
+					return err
+				}
+				if len(ids) == 0 {
+					var left int
+					if err := b.pool.QueryRow(b.ctx, `select count(*) from pgrun.jobs where status = 'queued'`).Scan(&left); err != nil {
+						return err
+					}
+					if left == 0 {
+						return nil
+					}
+					continue
+				}
+				mu.Lock()
+				for _, id := range ids {
+					claims[id]++
+				}
+				mu.Unlock()
+				if _, err := b.pool.Exec(b.ctx, `select pgrun.complete_jobs($1, $2)`, ids, attempts); err != nil {
+					return err
+				}
+			}
+		})
+	}
+	require.NoError(t, g.Wait())
+
+	require.Len(t, claims, jobs, "every job claimed")
+	for id, n := range claims {
+		require.Equal(t, 1, n, "job %d claimed %d times", id, n)
+	}
+	var succeeded, maxAttempt int
+	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) filter (where status = 'succeeded'), max(attempt) from pgrun.jobs`).Scan(&succeeded, &maxAttempt))
+	require.Equal(t, jobs, succeeded)
+	require.Equal(t, 1, maxAttempt)
+}
+
+// Two runners sharing a queue execute every job exactly once.
+func TestTwoRunnersExecuteEachJobOnce(t *testing.T) {
+	b := setup(t)
+	const jobs = 5000
+	var mu sync.Mutex
+	runs := map[int64]int{}
+	count := func(_ context.Context, j *runner.Job[struct{}]) (any, error) {
+		mu.Lock()
+		runs[j.ID]++
+		mu.Unlock()
+		return nil, nil
+	}
+	for _, id := range []string{"left", "right"} {
+		r := newRunner(b.pool, runner.Config{WorkerID: id, Queues: map[string]runner.QueueConfig{"default": {Workers: 20}}})
+		runner.Handle(r, "counted", count)
+		startRunner(t, r)
+	}
+	specs := make([]pgrun.JobSpec, jobs)
+	for i := range specs {
+		specs[i] = pgrun.JobSpec{Kind: "counted"}
+	}
+	_, err := pgrun.EnqueueMany(b.ctx, b.pool, specs)
+	require.NoError(t, err)
+	eventually(t, 60*time.Second, "all jobs succeeded", func() bool {
+		return countStatus(t, b, pgrun.StatusSucceeded) == jobs
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, runs, jobs)
+	for id, n := range runs {
+		require.Equal(t, 1, n, "job %d ran %d times", id, n)
+	}
+	var workers int
+	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(distinct claimed_by) from pgrun.jobs`).Scan(&workers))
+	require.Equal(t, 2, workers, "both runners took part")
+}
