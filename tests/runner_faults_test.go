@@ -1,0 +1,94 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/testdb"
+	"github.com/pgrun/pgrun/runner"
+)
+
+// An attempt that runs past the job's timeout has its context cancelled with
+// ErrTimeout and fails with class timeout (retried while attempts remain).
+func TestHandlerTimeoutFailsTheAttempt(t *testing.T) {
+	b := setup(t)
+	var cause atomic.Value
+	r := newRunner(b.pool, runner.Config{})
+	runner.Handle(r, "slow", func(ctx context.Context, _ *runner.Job[struct{}]) (any, error) {
+		<-ctx.Done()
+		cause.Store(context.Cause(ctx))
+		return nil, ctx.Err()
+	})
+	startRunner(t, r)
+	job, err := pgrun.Enqueue(b.ctx, b.pool, "slow", nil, pgrun.Timeout(200*time.Millisecond), pgrun.MaxAttempts(1))
+	require.NoError(t, err)
+	eventually(t, 10*time.Second, "the job failed", func() bool { return jobStatus(t, b, job.ID) == pgrun.StatusFailed })
+	j, err := pgrun.GetJob(b.ctx, b.pool, job.ID)
+	require.NoError(t, err)
+	require.Contains(t, string(j.Error), `"class": "timeout"`)
+	require.True(t, errors.Is(cause.Load().(error), runner.ErrTimeout))
+}
+
+// A job whose lease this runner no longer holds (reclaimed elsewhere) has its
+// handler's context cancelled with ErrLeaseLost at the next renewal.
+func TestLostLeaseCancelsTheHandler(t *testing.T) {
+	b := setup(t)
+	started := make(chan int64, 1)
+	var cause atomic.Value
+	r := newRunner(b.pool, runner.Config{WorkerID: "mine", Lease: 300 * time.Millisecond, MaintenanceInterval: -1})
+	runner.Handle(r, "long", func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
+		started <- j.ID
+		<-ctx.Done()
+		cause.Store(context.Cause(ctx))
+		return nil, ctx.Err()
+	})
+	startRunner(t, r)
+	_, err := pgrun.Enqueue(b.ctx, b.pool, "long", nil)
+	require.NoError(t, err)
+	id := <-started
+	// Another worker has taken the job over (as after a lease expiry and re-claim).
+	_, err = b.pool.Exec(b.ctx, `update pgrun.jobs set claimed_by = 'someone-else', attempt = attempt + 1 where id = $1`, id)
+	require.NoError(t, err)
+	eventually(t, 5*time.Second, "handler cancelled", func() bool { return cause.Load() != nil })
+	require.True(t, errors.Is(cause.Load().(error), runner.ErrLeaseLost))
+	j, err := pgrun.GetJob(b.ctx, b.pool, id)
+	require.NoError(t, err)
+	require.Equal(t, pgrun.StatusRunning, j.Status, "the runner reports nothing for a job it lost")
+	require.Equal(t, "someone-else", *j.ClaimedBy)
+}
+
+// The runner rides out its database connections being killed: claims, completions
+// and the listener reconnect, and every job still succeeds exactly once.
+func TestRunnerSurvivesKilledConnections(t *testing.T) {
+	b := setup(t)
+	var runs atomic.Int64
+	// The runner gets a pool of its own, named so that only its sessions are killed.
+	victim := testdb.PoolFor(t, b.url+"&application_name=victim")
+	r := newRunner(victim, runner.Config{})
+	runner.Handle(r, "counted", func(context.Context, *runner.Job[struct{}]) (any, error) {
+		runs.Add(1)
+		return nil, nil
+	})
+	startRunner(t, r)
+	const jobs = 300
+	for i := range jobs {
+		_, err := pgrun.Enqueue(b.ctx, b.pool, "counted", nil)
+		require.NoError(t, err)
+		if i%100 == 50 {
+			// Kill the runner's sessions: its pool, its listener and its
+			// maintenance connection.
+			var killed int
+			require.NoError(t, b.pool.QueryRow(b.ctx, `select count(pg_terminate_backend(pid)) from pg_stat_activity
+				where datname = current_database() and application_name = 'victim'`).Scan(&killed))
+			require.Positive(t, killed)
+		}
+	}
+	eventually(t, 60*time.Second, "all jobs succeeded", func() bool { return countStatus(t, b, pgrun.StatusSucceeded) == jobs })
+	require.EqualValues(t, jobs, runs.Load(), "no job ran twice")
+}
