@@ -8,7 +8,8 @@
 # 127.0.0.1:5432 (user postgres, trust auth); the Debian cluster, started if it is
 # down; else it installs PostgreSQL $PG_MAJOR with apt if missing and runs a private
 # cluster under ./.pgdata on 127.0.0.1:$PGRUN_PRIVATE_PORT. Then it makes sure pgvector
-# is installed (scripts/install-pgvector.sh). Fast and quiet when all is in place.
+# is installed (scripts/install-pgvector.sh). On a local server the URL names database
+# pgrun, created if missing. Fast and quiet when all is in place.
 #
 # Environment: PGRUN_DATABASE_URL / DATABASE_URL, PG_MAJOR (15), PGRUN_PRIVATE_PORT
 # (54329), PGRUN_FORCE_PRIVATE=1 to skip straight to the private cluster.
@@ -35,14 +36,26 @@ need_psql() {
   fi
 }
 
-with_pgvector() { # URL
+# with_pgvector installs pgvector if needed, checks the server still answers, and
+# prints the URL to use. A local server's URL names database pgrun (created here if
+# missing) so that the demo's tables do not land in "postgres"; a URL the caller gave
+# is printed as given.
+with_pgvector() { # URL [own]
   "$here/install-pgvector.sh" >&2
   if ! answers "$1"; then
     log "the server stopped answering after the pgvector install; starting it again"
     start_debian_cluster || true
     answers "$1" || { log "PostgreSQL at $1 does not answer"; exit 1; }
   fi
-  echo "$1"
+  local url=$1
+  if [ "${2:-}" = own ]; then
+    if [ "$(psql "$1" -XAtqc "select count(*) from pg_database where datname = 'pgrun'")" = 0 ]; then
+      log "creating database pgrun"
+      psql "$1" -XAtqc 'create database pgrun' >/dev/null
+    fi
+    url=${1/\/postgres\?/\/pgrun?}
+  fi
+  echo "$url"
   exit 0
 }
 
@@ -68,9 +81,9 @@ if [ "${PGRUN_FORCE_PRIVATE:-}" != 1 ]; then
       log "the configured URL does not answer; trying the local server"
     fi
   done
-  answers "$LOCAL_URL" && with_pgvector "$LOCAL_URL"
+  answers "$LOCAL_URL" && with_pgvector "$LOCAL_URL" own
   if start_debian_cluster; then
-    for _ in $(seq 1 50); do answers "$LOCAL_URL" && with_pgvector "$LOCAL_URL"; sleep 0.2; done
+    for _ in $(seq 1 50); do answers "$LOCAL_URL" && with_pgvector "$LOCAL_URL" own; sleep 0.2; done
     log "the Debian cluster started but does not answer on 127.0.0.1:5432; using a private cluster"
   fi
 fi
@@ -98,4 +111,4 @@ if ! answers "$url"; then
     -o "-c listen_addresses=127.0.0.1 -p $PORT -c unix_socket_directories=$data" start >&2
 fi
 answers "$url" || { log "the private cluster does not answer; see $data/server.log"; exit 1; }
-with_pgvector "$url"
+with_pgvector "$url" own
