@@ -119,15 +119,8 @@ func bench(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, jobs, wo
 	}
 	res.EnqueuePerSec = float64(jobs) / time.Since(start).Seconds()
 
-	r := runner.New(pool, runner.Config{
-		Queues: map[string]runner.QueueConfig{queue: {Workers: workers}},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	runner.HandleBuiltins(r)
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- r.Run(rctx) }()
-	defer func() { stop(); <-done }()
+	stop := startQuietRunner(ctx, pool, map[string]runner.QueueConfig{queue: {Workers: workers}})
+	defer stop()
 
 	fmt.Fprintf(progress, "bench: burning down with %d workers\n", workers)
 	start = time.Now()
@@ -182,4 +175,15 @@ func waitQueueEmpty(ctx context.Context, pool *pgxpool.Pool, queue string) error
 		case <-t.C:
 		}
 	}
+}
+
+// startQuietRunner runs an in-process runner with the built-ins and no logs (bench
+// and demo print their own progress); stop cancels it and waits for it to finish.
+func startQuietRunner(ctx context.Context, pool *pgxpool.Pool, queues map[string]runner.QueueConfig) (stop func()) {
+	r := runner.New(pool, runner.Config{Queues: queues, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	runner.HandleBuiltins(r)
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(rctx) }()
+	return func() { cancel(); <-done }
 }

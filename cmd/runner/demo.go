@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"os"
 	"strings"
@@ -91,15 +90,8 @@ func demo(ctx context.Context, pool *pgxpool.Pool, out io.Writer, scale int) err
 	}
 	fmt.Fprintf(out, "enqueued %d jobs (ids %d..%d) in %s\n", len(jobs), first, last, time.Since(start).Round(time.Millisecond))
 
-	r := runner.New(pool, runner.Config{
-		Queues: map[string]runner.QueueConfig{"default": {Workers: 16}, "images": {Workers: 8}},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	runner.HandleBuiltins(r)
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- r.Run(rctx) }()
-	defer func() { stop(); <-done }()
+	stop := startQuietRunner(ctx, pool, map[string]runner.QueueConfig{"default": {Workers: 16}, "images": {Workers: 8}})
+	defer stop()
 
 	runStart := time.Now()
 	tty := isTerminal(out)

@@ -49,6 +49,19 @@ func (g *globals) connect(ctx context.Context) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
+// withPool adapts fn into a cobra RunE that connects first and closes the pool
+// after: the shape of nearly every command.
+func (g *globals) withPool(fn func(cmd *cobra.Command, args []string, pool *pgxpool.Pool) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		pool, err := g.connect(cmd.Context())
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		return fn(cmd, args, pool)
+	}
+}
+
 func newRootCmd() *cobra.Command {
 	g := &globals{}
 	root := &cobra.Command{

@@ -31,6 +31,7 @@ declare
   v_now   timestamptz := pgrun.clock();
   v_left  integer := n;
   v_got   integer;
+  v_warm  boolean;
 begin
   perform pgrun.check_queue_name(queue);
   if worker is null or worker = '' then
@@ -50,7 +51,10 @@ begin
     return;
   end if;
 
-  if coalesce(cardinality(models), 0) > 0 then
+  -- With models, a first pass takes jobs whose model is warm here; the second pass
+  -- (or the only one) takes any due job.
+  foreach v_warm in array case when coalesce(cardinality(models), 0) > 0
+                               then array[true, false] else array[false] end loop
     return query
     update pgrun.jobs j
     set status = 'running', attempt = j.attempt + 1, claimed_by = worker,
@@ -58,29 +62,15 @@ begin
     where j.id = any (array(
         select c.id from pgrun.jobs c
         where c.status = 'queued' and c.queue = claim_jobs.queue and c.run_at <= v_now
-          and c.model = any (models)
+          and (not v_warm or c.model = any (models))
         order by c.priority, c.run_at, c.id
         limit v_left
         for update skip locked))
     returning j.*;
     get diagnostics v_got = row_count;
     v_left := v_left - v_got;
-    if v_left = 0 then
-      return;
-    end if;
-  end if;
-
-  return query
-  update pgrun.jobs j
-  set status = 'running', attempt = j.attempt + 1, claimed_by = worker,
-      lease_expires_at = v_now + lease, started_at = v_now, heartbeat_at = null
-  where j.id = any (array(
-      select c.id from pgrun.jobs c
-      where c.status = 'queued' and c.queue = claim_jobs.queue and c.run_at <= v_now
-      order by c.priority, c.run_at, c.id
-      limit v_left
-      for update skip locked))
-  returning j.*;
+    exit when v_left = 0;
+  end loop;
 end;
 $$;
 

@@ -83,14 +83,15 @@ begin
 end;
 $$;
 
--- retry_later puts a running job back in the queue to run after delay, without
--- spending an attempt (the handler asked to be run later: a rate limit, a busy GPU).
--- Returns the job, or NULL if (id, attempt) is not running.
-create or replace function pgrun.retry_later(
+-- put_back returns a running job to its queue, due after delay, without spending an
+-- attempt, and records event with reason. It is the shared body of retry_later and
+-- requeue_job. Returns the job, or NULL if (id, attempt) is not running.
+create or replace function pgrun.put_back(
   id       bigint,
   attempt  integer,
   delay    interval,
-  reason   text default null
+  event    text,
+  reason   text
 )
 returns pgrun.jobs
 language plpgsql
@@ -106,18 +107,34 @@ begin
   end if;
   update pgrun.jobs j
   set status = 'queued', run_at = pgrun.clock() + delay, lease_expires_at = null
-  where j.id = retry_later.id and j.attempt = retry_later.attempt and j.status = 'running'
+  where j.id = put_back.id and j.attempt = put_back.attempt and j.status = 'running'
   returning j.* into j;
   if not found then
     return null;
   end if;
-  perform pgrun.add_event(j.id, 'job.retry_later', 'info', reason,
-    jsonb_build_object('attempt', j.attempt, 'run_at', j.run_at));
+  perform pgrun.add_event(j.id, event, 'info', reason,
+    jsonb_build_object('attempt', j.attempt, 'worker', j.claimed_by, 'run_at', j.run_at));
   if delay = interval '0' then
     perform pg_notify('pgrun_jobs', j.queue);
   end if;
   return j;
 end;
+$$;
+
+-- retry_later puts a running job back in the queue to run after delay, without
+-- spending an attempt (the handler asked to be run later: a rate limit, a busy GPU).
+-- Returns the job, or NULL if (id, attempt) is not running.
+create or replace function pgrun.retry_later(
+  id       bigint,
+  attempt  integer,
+  delay    interval,
+  reason   text default null
+)
+returns pgrun.jobs
+language sql
+set search_path = pgrun, pg_catalog
+as $$
+  select pgrun.put_back(id, attempt, delay, 'job.retry_later', reason)
 $$;
 
 -- requeue_job puts a running job back in the queue to run now, without spending an
@@ -129,25 +146,10 @@ create or replace function pgrun.requeue_job(
   reason   text default null
 )
 returns pgrun.jobs
-language plpgsql
+language sql
 set search_path = pgrun, pg_catalog
 as $$
-#variable_conflict use_column
-declare
-  j pgrun.jobs;
-begin
-  update pgrun.jobs j
-  set status = 'queued', run_at = pgrun.clock(), lease_expires_at = null
-  where j.id = requeue_job.id and j.attempt = requeue_job.attempt and j.status = 'running'
-  returning j.* into j;
-  if not found then
-    return null;
-  end if;
-  perform pgrun.add_event(j.id, 'job.requeued', 'info', reason,
-    jsonb_build_object('attempt', j.attempt, 'worker', j.claimed_by));
-  perform pg_notify('pgrun_jobs', j.queue);
-  return j;
-end;
+  select pgrun.put_back(id, attempt, interval '0', 'job.requeued', reason)
 $$;
 
 -- cancel_job cancels a job that has not finished. A pending, queued or waiting job is
