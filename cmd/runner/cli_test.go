@@ -122,10 +122,10 @@ func TestStatusAndMigrateVersion(t *testing.T) {
 
 	out, err = c.run("migrate", "version")
 	require.NoError(t, err)
-	require.Equal(t, "schema version 1 (latest 1)\n", out)
+	require.Equal(t, "schema version 2 (latest 2)\n", out)
 	out, err = c.run("migrate", "up")
 	require.NoError(t, err)
-	require.True(t, strings.HasPrefix(out, "schema pgrun at version 1 (was 1)"), out)
+	require.True(t, strings.HasPrefix(out, "schema pgrun at version 2 (was 2)"), out)
 }
 
 func TestWorkRejectsBadQueueSpecs(t *testing.T) {

@@ -152,11 +152,11 @@ as $$
   select pgrun.put_back(id, attempt, interval '0', 'job.requeued', reason)
 $$;
 
--- cancel_job cancels a job that has not finished. A pending, queued or waiting job is
--- cancelled at once; a running one is cancelled too, and its runner is told on the
--- pgrun_cancel channel to cancel the handler's context (its late completion then
--- matches nothing). Returns the job, NULL if it had already finished; raises P0002 if
--- no job has that id.
+-- cancel_job cancels a job that has not finished, and its unfinished descendants. A
+-- pending, queued or waiting job is cancelled at once; a running one is cancelled too,
+-- and its runner is told on the pgrun_cancel channel to cancel the handler's context
+-- (its late completion then matches nothing). Returns the job, NULL if it had already
+-- finished; raises P0002 if no job has that id.
 create or replace function pgrun.cancel_job(
   id      bigint,
   reason  text default null
@@ -187,6 +187,11 @@ begin
   end if;
   perform pgrun.add_event(j.id, 'job.cancelled', 'warn', reason,
     jsonb_build_object('previous_status', prev, 'attempt', j.attempt));
+  -- Descendants go too: queued, pending and waiting ones at once, running ones are
+  -- told to stop (each recursion handles its own children).
+  perform pgrun.cancel_job(c.id, 'parent cancelled')
+  from pgrun.jobs c
+  where c.parent_id = j.id and c.status in ('pending', 'queued', 'running', 'waiting');
   return j;
 end;
 $$;

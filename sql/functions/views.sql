@@ -2,7 +2,7 @@
 -- the functions and tables as they are created, and dropped first so a new version
 -- may change their columns.
 
-drop view if exists pgrun.queue_stats, pgrun.active_jobs, pgrun.worker_status;
+drop view if exists pgrun.queue_stats, pgrun.active_jobs, pgrun.worker_status, pgrun.run_status;
 
 -- queue_stats answers "how is each queue doing": jobs by state (queued means due now,
 -- scheduled means queued for later), the age of the oldest due job, and what finished
@@ -61,3 +61,12 @@ select w.id, w.host, w.pid, w.state, w.queues, w.models, w.version, w.started_at
        w.last_seen, now() - w.last_seen as since_seen,
        (select count(*) from pgrun.jobs j where j.status = 'running' and j.claimed_by = w.id) as running
 from pgrun.workers w;
+
+-- run_status shows every node of every run: its job, state and progress.
+create or replace view pgrun.run_status as
+select r.id as run_id, r.workflow, r.version, r.status as run_status, j.node, j.id as job_id,
+       j.kind, j.status, j.deps_remaining, j.attempt, j.progress_current, j.progress_total,
+       j.started_at, j.finished_at, j.error ->> 'class' as error_class,
+       j.error ->> 'message' as error_message
+from pgrun.runs r
+join pgrun.jobs j on j.run_id = r.id and j.parent_id is null;
