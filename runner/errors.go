@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/pgrun/pgrun"
 )
 
 // RetryLater asks for the job to run again after d without spending an attempt: the
@@ -35,6 +37,36 @@ type permanentError struct{ err error }
 
 func (e *permanentError) Error() string { return e.err.Error() }
 func (e *permanentError) Unwrap() error { return e.err }
+
+// Defer makes the job a coordinator: the children are enqueued and the job waits for
+// them (pgrun.defer_job), atomically. It succeeds once every child has finished, and
+// fails as soon as all of them failed; use [DeferWithRatio] to fail earlier. The
+// handler's own return value is not stored.
+func Defer(children ...pgrun.JobSpec) error {
+	return &deferError{children: children, ratio: 1.0}
+}
+
+// DeferWithRatio is [Defer] with the share of failed children (0 < ratio <= 1) at
+// which the parent fails and its unfinished children are cancelled.
+func DeferWithRatio(ratio float64, children ...pgrun.JobSpec) error {
+	return &deferError{children: children, ratio: ratio}
+}
+
+type deferError struct {
+	children []pgrun.JobSpec
+	ratio    float64
+}
+
+func (e *deferError) Error() string {
+	return fmt.Sprintf("defer to %d children (failure ratio %g)", len(e.children), e.ratio)
+}
+
+// Validator is implemented by args types that can check themselves. A job whose args
+// fail Validate fails permanently before its handler runs or any child is created,
+// with the reason in its error and events.
+type Validator interface {
+	Validate() error
+}
 
 // IsPermanent reports whether err was marked with [Permanent].
 func IsPermanent(err error) bool {

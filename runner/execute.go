@@ -41,6 +41,10 @@ func (r *Runner) start(job *pgrun.Job, f *fetcher) {
 	e.ctx = ctx
 	r.mu.Lock()
 	r.running[job.ID] = e
+	if _, gone := r.cancelled[job.ID]; gone {
+		delete(r.cancelled, job.ID)
+		e.cancel(ErrJobCancelled)
+	}
 	r.mu.Unlock()
 	r.execWG.Add(1)
 	go func() {
@@ -64,6 +68,11 @@ func (e *execution) invoke() (result any, err error) {
 			err = &panicError{value: p, stack: string(debug.Stack())}
 		}
 	}()
+	if e.ctx.Err() != nil {
+		// Cancelled between claim and execution (a cancelled parent, say): the
+		// handler does not run at all.
+		return nil, context.Cause(e.ctx)
+	}
 	h := e.r.handlerFor(e.job.Kind)
 	if h == nil {
 		return nil, Permanent(fmt.Errorf("no handler registered for kind %q on worker %s", e.job.Kind, e.r.cfg.WorkerID))
@@ -105,6 +114,16 @@ func (e *execution) report(result any, err error) {
 			payload = nil
 		}
 		e.r.completer.add(completion{id: e.job.ID, attempt: e.job.Attempt, result: payload})
+		return
+	}
+	var de *deferError
+	if errors.As(err, &de) {
+		children, merr := json.Marshal(de.children)
+		if merr != nil {
+			e.fail(ctx, log, Permanent(fmt.Errorf("encode children: %w", merr)))
+			return
+		}
+		e.exec(ctx, log, `select pgrun.defer_job($1, $2, $3::jsonb, $4)`, e.job.ID, e.job.Attempt, children, de.ratio)
 		return
 	}
 	var rl *retryLaterError

@@ -55,6 +55,12 @@ func Handle[T any](r *Runner, kind string, fn func(ctx context.Context, j *Job[T
 				return nil, Permanent(fmt.Errorf("decode args of %s job %d: %w", kind, row.ID, err))
 			}
 		}
+		// &j.Args has both value and pointer methods, so either kind of Validate counts.
+		if v, ok := any(&j.Args).(Validator); ok {
+			if err := v.Validate(); err != nil {
+				return nil, Permanent(invalidArgsError{err})
+			}
+		}
 		return fn(ctx, j)
 	})
 }
@@ -66,3 +72,10 @@ func executionFrom(ctx context.Context) *execution {
 	e, _ := ctx.Value(execKey{}).(*execution)
 	return e
 }
+
+// invalidArgsError is a failed preflight: the args did not pass Validate.
+type invalidArgsError struct{ err error }
+
+func (e invalidArgsError) Error() string      { return "invalid args: " + e.err.Error() }
+func (e invalidArgsError) Unwrap() error      { return e.err }
+func (e invalidArgsError) ErrorClass() string { return "invalid_args" }

@@ -25,6 +25,7 @@ func (r *Runner) renewLoop(ctx context.Context) {
 			return
 		case <-t.C:
 			r.renew(ctx)
+			r.pruneCancelled()
 		}
 	}
 }

@@ -96,6 +96,9 @@ type Runner struct {
 	handlers map[string]HandlerFunc
 	running  map[int64]*execution
 	fetchers map[string]*fetcher
+	// cancelled remembers cancel notifications for jobs not running here (yet): a job
+	// claimed just before its cancellation must not start when it arrives.
+	cancelled map[int64]time.Time
 
 	completer *completer
 	// jobCtx parents every handler's context; it is not derived from Run's ctx so
@@ -136,6 +139,8 @@ func New(pool *pgxpool.Pool, cfg Config) *Runner {
 		handlers: map[string]HandlerFunc{},
 		running:  map[int64]*execution{},
 		fetchers: map[string]*fetcher{},
+
+		cancelled: map[int64]time.Time{},
 	}
 	r.jobCtx, r.cancelJob = context.WithCancel(context.Background())
 	return r
@@ -295,14 +300,34 @@ func (r *Runner) wakeAll() {
 	}
 }
 
-// cancelRunning cancels the execution of job id with cause, if it runs here.
+// rememberCancelled is how long a cancel notification for a job not running here is
+// kept, in case the job was claimed here just before it was cancelled.
+const rememberCancelled = time.Minute
+
+// cancelRunning cancels the execution of job id with cause, if it runs here; if not,
+// it remembers the id so that the job does not start if its claim is in flight.
 func (r *Runner) cancelRunning(id int64, cause error) bool {
 	r.mu.Lock()
 	e := r.running[id]
+	if e == nil {
+		r.cancelled[id] = time.Now()
+	}
 	r.mu.Unlock()
 	if e == nil {
 		return false
 	}
 	e.cancel(cause)
 	return true
+}
+
+// pruneCancelled forgets cancel notifications older than rememberCancelled; the
+// lease renewer calls it every round.
+func (r *Runner) pruneCancelled() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, at := range r.cancelled {
+		if time.Since(at) > rememberCancelled {
+			delete(r.cancelled, id)
+		}
+	}
 }

@@ -28,7 +28,8 @@ func TestExpiredLeaseRequeuesThenFailsPastBudget(t *testing.T) {
 		c.set(now.Add(29 * time.Second))
 		var out string
 		c.queryRow(`select pgrun.maintain()::text`, nil, &out)
-		require.JSONEq(t, `{"lease_requeued": 0, "lease_failed": 0, "timed_out": 0, "workers_forgotten": 0}`, out, "lease still valid")
+		require.JSONEq(t, `{"lease_requeued": 0, "lease_failed": 0, "timed_out": 0, "workers_forgotten": 0,
+			"outbox_dispatched": 0, "outbox_retried": 0, "outbox_poisoned": 0}`, out, "lease still valid")
 
 		c.set(now.Add(31 * time.Second))
 		c.queryRow(`select pgrun.maintain()::text`, nil, &out)

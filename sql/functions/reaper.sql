@@ -8,7 +8,8 @@
 --   * running jobs past their timeout fail that attempt (class timeout; retried if
 --     attempts remain) unless they showed life (a beat, progress or event) within
 --     stall_window; their runner is told to cancel them;
---   * workers not seen for a day are forgotten.
+--   * workers not seen for a day are forgotten;
+--   * failed dispatches in the outbox are retried (drain_outbox).
 -- Each step handles at most batch rows per call. Concurrent calls do not overlap: a
 -- call that cannot take the transaction-level advisory lock returns {"skipped": true}.
 create or replace function pgrun.maintain(
@@ -28,6 +29,7 @@ declare
   v_queues       text[];
   v_timed_out    integer := 0;
   v_workers      integer;
+  v_outbox       jsonb;
   q              text;
   r              record;
 begin
@@ -104,10 +106,15 @@ begin
   delete from pgrun.workers w where w.last_seen < v_now - interval '1 day';
   get diagnostics v_workers = row_count;
 
+  v_outbox := pgrun.drain_outbox(batch);
+
   return jsonb_build_object(
     'lease_requeued', v_requeued,
     'lease_failed', v_lease_failed,
     'timed_out', v_timed_out,
-    'workers_forgotten', v_workers);
+    'workers_forgotten', v_workers,
+    'outbox_dispatched', v_outbox -> 'dispatched',
+    'outbox_retried', v_outbox -> 'retried',
+    'outbox_poisoned', v_outbox -> 'poisoned');
 end;
 $$;
