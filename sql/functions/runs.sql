@@ -147,9 +147,9 @@ $$;
 
 -- node_finished releases what depends on node job j. A success (or a skip by
 -- skip_if, or any end of an optional node) counts down its dependents and readies
--- those with nothing left to wait for. Anything else skips its pending dependents
--- (upstream_failed); a required node that failed or was cancelled also fails the run
--- and cancels what is still unfinished. The run ends when every node has.
+-- those with nothing left to wait for. A required node that failed or was cancelled
+-- fails the run, skips its pending dependents (upstream_failed) and cancels what is
+-- still unfinished. The run succeeds when every node has ended.
 create or replace function pgrun.node_finished(j pgrun.jobs)
 returns void
 language plpgsql
@@ -169,34 +169,42 @@ begin
   passed := j.status = 'succeeded'
          or (j.status = 'skipped' and j.error ->> 'class' = 'skip_if')
          or coalesce((nd ->> 'optional')::boolean, false);
+
+  if not passed then
+    -- A required node failed or was cancelled. The run fails first, so that the
+    -- dispatches of the nodes skipped or cancelled below find it over.
+    update pgrun.runs set status = 'failed', finished_at = v_now,
+      error = jsonb_build_object('node', j.node, 'job_id', j.id, 'status', j.status, 'error', j.error)
+    where id = r.id and status = 'running';
+    update pgrun.jobs x
+    set status = 'skipped', finished_at = v_now,
+        error = jsonb_build_object('class', 'upstream_failed',
+                  'message', format('upstream node %s ended %s', j.node, j.status))
+    from pgrun.workflows w, jsonb_array_elements(w.spec -> 'nodes') n
+    where w.name = r.workflow and w.version = r.version
+      and x.run_id = r.id and x.parent_id is null and x.node = n ->> 'name' and x.status = 'pending'
+      and (n -> 'deps') ? j.node;
+    perform pgrun.cancel_job(x.id, format('run %s failed at node %s', r.id, j.node))
+    from pgrun.jobs x
+    where x.run_id = r.id and x.parent_id is null and x.status in ('pending', 'queued', 'running', 'waiting');
+    return;
+  end if;
+
+  -- Count down the dependents; ready those with nothing left to wait for. The UPDATE
+  -- completes before any of them is readied, so a nested dispatch sees them all.
   for d in
     update pgrun.jobs x
-    set deps_remaining = x.deps_remaining - 1,
-        status = case when passed then x.status else 'skipped' end,
-        finished_at = case when passed then null else v_now end,
-        error = case when passed then null
-                     else jsonb_build_object('class', 'upstream_failed',
-                            'message', format('upstream node %s ended %s', j.node, j.status)) end
+    set deps_remaining = x.deps_remaining - 1
     from pgrun.workflows w, jsonb_array_elements(w.spec -> 'nodes') n
     where w.name = r.workflow and w.version = r.version
       and x.run_id = r.id and x.parent_id is null and x.node = n ->> 'name' and x.status = 'pending'
       and (n -> 'deps') ? j.node
     returning x.*
   loop
-    if passed and d.deps_remaining = 0 then
+    if d.deps_remaining = 0 then
       perform pgrun.node_ready(d);
     end if;
   end loop;
-
-  if not passed and j.status in ('failed', 'cancelled') then
-    update pgrun.runs set status = 'failed', finished_at = v_now,
-      error = jsonb_build_object('node', j.node, 'job_id', j.id, 'status', j.status, 'error', j.error)
-    where id = r.id and status = 'running';
-    perform pgrun.cancel_job(x.id, format('run %s failed at node %s', r.id, j.node))
-    from pgrun.jobs x
-    where x.run_id = r.id and x.parent_id is null and x.status in ('pending', 'queued', 'running', 'waiting');
-    return;
-  end if;
 
   if not exists (select 1 from pgrun.jobs x where x.run_id = r.id and x.parent_id is null
                  and x.status in ('pending', 'queued', 'running', 'waiting')) then
