@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"strings"
 	"testing"
 
@@ -149,4 +150,40 @@ func TestUnknownCommandAndFlag(t *testing.T) {
 	_, err = c.run("status", "--colour")
 	require.ErrorContains(t, err, "unknown flag: --colour")
 	require.Equal(t, 1, run([]string{"job", "abc"}))
+}
+
+func TestWorkflowCommands(t *testing.T) {
+	c, _ := newCLI(t)
+	dir := t.TempDir()
+	file := dir + "/ingest.json"
+	require.NoError(t, os.WriteFile(file, []byte(`{"nodes": [
+		{"name": "fetch", "kind": "echo"},
+		{"name": "approve", "input": true, "deps": ["fetch"]},
+		{"name": "report", "kind": "echo", "deps": ["approve"]}]}`), 0o600))
+	out, err := c.run("workflow", "define", file)
+	require.NoError(t, err)
+	require.Equal(t, "workflow ingest version 1\n", out)
+	out, err = c.run("workflow", "start", "ingest", `{"url": "x"}`)
+	require.NoError(t, err)
+	require.Equal(t, "run 1 of ingest v1 running\n", out)
+	out, err = c.run("workflow", "status", "1")
+	require.NoError(t, err)
+	require.Contains(t, out, "[ ] fetch")
+	require.Contains(t, out, "pending (1 deps left)")
+	require.Contains(t, out, "<- approve")
+	out, err = c.run("workflow", "input", "1", "approve", `{"ok": true}`)
+	require.NoError(t, err)
+	require.Equal(t, "input kept: node approve of run 1 will take it when reached\n", out)
+	out, err = c.run("workflow", "cancel", "1")
+	require.NoError(t, err)
+	require.Equal(t, "run 1 cancelled\n", out)
+	_, err = c.run("workflow", "cancel", "1")
+	require.EqualError(t, err, "run 1 already ended cancelled")
+	_, err = c.run("workflow", "status", "7")
+	require.EqualError(t, err, "run 7 does not exist")
+
+	bad := dir + "/bad.json"
+	require.NoError(t, os.WriteFile(bad, []byte(`{"nodes": [{"name": "a", "kind": "x", "deps": ["a"]}]}`), 0o600))
+	_, err = c.run("workflow", "define", bad)
+	require.ErrorContains(t, err, "node a is on a dependency cycle")
 }
