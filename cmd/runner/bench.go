@@ -32,7 +32,8 @@ type benchResult struct {
 func newBenchCmd(g *globals) *cobra.Command {
 	var (
 		jobs, workers, latencyJobs int
-		keep, asJSON               bool
+		runs, children             int
+		keep, asJSON, workflow     bool
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -55,6 +56,23 @@ The bench queue's rows are deleted afterwards unless --keep is given.`,
 			defer pool.Close()
 			if err := pgrun.Migrate(ctx, pool); err != nil {
 				return err
+			}
+			if workflow {
+				res, err := benchWorkflow(ctx, pool, cmd.ErrOrStderr(), runs, children, workers)
+				if err != nil {
+					return err
+				}
+				out := cmd.OutOrStdout()
+				if asJSON {
+					return json.NewEncoder(out).Encode(res)
+				}
+				fmt.Fprintf(out, "chain runs      %d runs of a->b->c, %.0f runs/s\n", res.Runs, res.RunsPerSec)
+				fmt.Fprintf(out, "done->queued    p50 %.2f ms, p99 %.2f ms (one complete_jobs call that also queues the dependent; a plain one: p50 %.2f ms)\n",
+					res.DoneToQueuedP50MS, res.DoneToQueuedP99MS, res.PlainCompleteP50MS)
+				fmt.Fprintf(out, "done->started   p50 %.2f ms, p99 %.2f ms (runner picked the dependent up)\n", res.DoneToStartedP50MS, res.DoneToStartedP99MS)
+				fmt.Fprintf(out, "fan-out         %d children: defer %.0f ms, all done and parent succeeded in %.2f s (%.0f children/s)\n",
+					res.Children, res.FanOutDeferMS, res.FanOutTotalSeconds, res.ChildrenPerSec)
+				return nil
 			}
 			res, err := bench(ctx, pool, cmd.ErrOrStderr(), jobs, workers, latencyJobs, keep)
 			if err != nil {
@@ -81,6 +99,9 @@ The bench queue's rows are deleted afterwards unless --keep is given.`,
 	cmd.Flags().IntVar(&latencyJobs, "latency-jobs", 1000, "jobs enqueued one at a time to measure start latency")
 	cmd.Flags().BoolVar(&keep, "keep", false, "keep the bench queue's rows")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	cmd.Flags().BoolVar(&workflow, "workflow", false, "benchmark DAG dispatch and fan-out instead")
+	cmd.Flags().IntVar(&runs, "runs", 500, "with --workflow: chain runs to time")
+	cmd.Flags().IntVar(&children, "children", 10000, "with --workflow: children of the fan-out parent")
 	return cmd
 }
 

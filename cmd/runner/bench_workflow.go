@@ -1,0 +1,212 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/runner"
+)
+
+// workflowBenchResult is what `runner bench --workflow` measures.
+type workflowBenchResult struct {
+	Runs               int     `json:"runs"`
+	DoneToQueuedP50MS  float64 `json:"done_to_queued_p50_ms"`
+	DoneToQueuedP99MS  float64 `json:"done_to_queued_p99_ms"`
+	PlainCompleteP50MS float64 `json:"plain_complete_p50_ms"`
+	DoneToStartedP50MS float64 `json:"done_to_started_p50_ms"`
+	DoneToStartedP99MS float64 `json:"done_to_started_p99_ms"`
+	RunsPerSec         float64 `json:"runs_per_sec"`
+	Children           int     `json:"children"`
+	FanOutDeferMS      float64 `json:"fan_out_defer_ms"`
+	FanOutTotalSeconds float64 `json:"fan_out_total_seconds"`
+	ChildrenPerSec     float64 `json:"children_per_sec"`
+}
+
+// benchWorkflow measures DAG dispatch and fan-out with an in-process runner:
+//   - single completions of a chain node, timed from Go: the call returns once the
+//     same transaction has queued the dependent (node-done to dependent-queued);
+//   - runs of a three-node chain (a -> b -> c) through the runner: from a node's
+//     completion to its dependent being started;
+//   - one coordinator deferring to `children` no-op children: the defer itself, and
+//     from the parent's start to its fan-in success.
+func benchWorkflow(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, runs, children, workers int) (*workflowBenchResult, error) {
+	res := &workflowBenchResult{Runs: runs, Children: children}
+	queue := fmt.Sprintf("wfbench.%d", time.Now().UnixNano())
+	spec := map[string]any{"nodes": []any{
+		map[string]any{"name": "a", "kind": runner.KindNoop, "queue": queue},
+		map[string]any{"name": "b", "kind": runner.KindNoop, "queue": queue, "deps": []string{"a"}},
+		map[string]any{"name": "c", "kind": runner.KindNoop, "queue": queue, "deps": []string{"b"}},
+	}}
+	name := "bench-chain-" + queue[len("wfbench."):]
+	if _, err := pgrun.DefineWorkflow(ctx, pool, name, spec); err != nil {
+		return nil, err
+	}
+	if err := probeDispatch(ctx, pool, name, queue, res); err != nil {
+		return nil, err
+	}
+	stop := startQuietRunner(ctx, pool, map[string]runner.QueueConfig{queue: {Workers: workers}})
+	defer stop()
+
+	fmt.Fprintf(progress, "bench: %d runs of a 3-node chain\n", runs)
+	start := time.Now()
+	var first int64
+	for i := 0; i < runs; i++ {
+		r, err := pgrun.StartRun(ctx, pool, name, nil, "")
+		if err != nil {
+			return nil, err
+		}
+		if i == 0 {
+			first = r.ID
+		}
+	}
+	if err := waitRunsDone(ctx, pool, first); err != nil {
+		return nil, err
+	}
+	res.RunsPerSec = float64(runs) / time.Since(start).Seconds()
+	// run_at of a dependent is set when it is queued, in the transaction that
+	// finished its predecessor; finished_at is that transaction's start.
+	// finished_at of a node is the start of the transaction that finished it.
+	if err := pool.QueryRow(ctx, `
+		with pairs as (
+		  select extract(epoch from d.started_at - p.finished_at) * 1000 as started_ms
+		  from pgrun.jobs p join pgrun.jobs d on d.run_id = p.run_id
+		   and ((p.node = 'a' and d.node = 'b') or (p.node = 'b' and d.node = 'c'))
+		  where p.run_id >= $1)
+		select percentile_cont(0.5) within group (order by started_ms),
+		       percentile_cont(0.99) within group (order by started_ms)
+		from pairs`, first).Scan(&res.DoneToStartedP50MS, &res.DoneToStartedP99MS); err != nil {
+		return nil, err
+	}
+
+	fmt.Fprintf(progress, "bench: fan-out of %d children\n", children)
+	specs := make([]pgrun.JobSpec, children)
+	for i := range specs {
+		specs[i] = pgrun.JobSpec{Kind: runner.KindNoop, Queue: queue}
+	}
+	childJSON, err := json.Marshal(specs)
+	if err != nil {
+		return nil, err
+	}
+	parent, err := pgrun.Enqueue(ctx, pool, "bench.coordinator", nil, pgrun.Queue(queue+".coord"))
+	if err != nil {
+		return nil, err
+	}
+	var id int64
+	var attempt int
+	if err := pool.QueryRow(ctx, `select id, attempt from pgrun.claim_jobs($1, 'bench', 1)`, queue+".coord").Scan(&id, &attempt); err != nil {
+		return nil, err
+	}
+	start = time.Now()
+	if _, err := pool.Exec(ctx, `select pgrun.defer_job($1, $2, $3::jsonb)`, id, attempt, childJSON); err != nil {
+		return nil, err
+	}
+	res.FanOutDeferMS = float64(time.Since(start).Microseconds()) / 1000
+	if err := waitJobDone(ctx, pool, parent.ID); err != nil {
+		return nil, err
+	}
+	res.FanOutTotalSeconds = time.Since(start).Seconds()
+	res.ChildrenPerSec = float64(children) / res.FanOutTotalSeconds
+	return res, nil
+}
+
+// dispatchProbes is how many single completions probeDispatch times.
+const dispatchProbes = 300
+
+// probeDispatch times, from Go, single complete_jobs calls that finish node a of a
+// chain run: the call returns after the same transaction has queued node b, so its
+// duration bounds node-done to dependent-queued. The same call on a plain job gives
+// the baseline.
+func probeDispatch(ctx context.Context, pool *pgxpool.Pool, workflow, queue string, res *workflowBenchResult) error {
+	probeQueue := queue + ".probe"
+	spec := map[string]any{"nodes": []any{
+		map[string]any{"name": "a", "kind": runner.KindNoop, "queue": probeQueue},
+		map[string]any{"name": "b", "kind": runner.KindNoop, "queue": probeQueue + ".next", "deps": []string{"a"}},
+	}}
+	if _, err := pgrun.DefineWorkflow(ctx, pool, workflow+"-probe", spec); err != nil {
+		return err
+	}
+	timeOne := func() (time.Duration, error) {
+		var id int64
+		var attempt int32
+		if err := pool.QueryRow(ctx, `select id, attempt from pgrun.claim_jobs($1, 'probe', 1)`, probeQueue).Scan(&id, &attempt); err != nil {
+			return 0, err
+		}
+		start := time.Now()
+		_, err := pool.Exec(ctx, `select pgrun.complete_jobs($1, $2)`, []int64{id}, []int32{attempt})
+		return time.Since(start), err
+	}
+	dispatch := make([]time.Duration, 0, dispatchProbes)
+	plain := make([]time.Duration, 0, dispatchProbes)
+	for i := 0; i < dispatchProbes; i++ {
+		if _, err := pgrun.StartRun(ctx, pool, workflow+"-probe", nil, ""); err != nil {
+			return err
+		}
+		d, err := timeOne()
+		if err != nil {
+			return err
+		}
+		dispatch = append(dispatch, d)
+		if _, err := pgrun.Enqueue(ctx, pool, runner.KindNoop, nil, pgrun.Queue(probeQueue)); err != nil {
+			return err
+		}
+		if d, err = timeOne(); err != nil {
+			return err
+		}
+		plain = append(plain, d)
+	}
+	res.DoneToQueuedP50MS, res.DoneToQueuedP99MS = percentileMS(dispatch, 0.5), percentileMS(dispatch, 0.99)
+	res.PlainCompleteP50MS = percentileMS(plain, 0.5)
+	return nil
+}
+
+// percentileMS is the p-th percentile of ds in milliseconds.
+func percentileMS(ds []time.Duration, p float64) float64 {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return float64(s[min(len(s)-1, int(p*float64(len(s))))].Microseconds()) / 1000
+}
+
+func waitRunsDone(ctx context.Context, pool *pgxpool.Pool, first int64) error {
+	return poll(ctx, func() (bool, error) {
+		var left int
+		err := pool.QueryRow(ctx, `select count(*) from pgrun.runs where id >= $1 and status = 'running'`, first).Scan(&left)
+		return left == 0, err
+	})
+}
+
+func waitJobDone(ctx context.Context, pool *pgxpool.Pool, id int64) error {
+	return poll(ctx, func() (bool, error) {
+		j, err := pgrun.GetJob(ctx, pool, id)
+		if err != nil {
+			return false, err
+		}
+		if j.Status.Finished() && j.Status != pgrun.StatusSucceeded {
+			return false, fmt.Errorf("job %d ended %s", id, j.Status)
+		}
+		return j.Status == pgrun.StatusSucceeded, nil
+	})
+}
+
+// poll calls done every 20 ms until it reports true, fails, or ctx ends.
+func poll(ctx context.Context, done func() (bool, error)) error {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		ok, err := done()
+		if err != nil || ok {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
