@@ -1,12 +1,19 @@
--- claim.sql: handing queued jobs to a worker under a lease.
+-- claim.sql: handing queued jobs to a worker under a lease, within the queue's
+-- policy (paused, max_running, rate_limit, concurrency_limit) and the operator's
+-- worker control.
 
 -- claim_jobs claims up to n due jobs of one queue for worker, in priority, run_at, id
 -- order, and returns them running with attempt incremented (the new attempt is the
 -- claim token every later transition must present) and a lease of the given length.
 -- Rows locked by another claimer are skipped (FOR UPDATE SKIP LOCKED), so concurrent
--- claimers never block each other and never receive the same job. A paused queue, or
--- no due job, returns no rows. With models, jobs whose model is warm on this worker
+-- claimers never block each other and never receive the same job. Returns no rows
+-- for a paused queue, for a worker whose host an operator set to drain or off for the
+-- queue, or when nothing is due. With models, jobs whose model is warm on this worker
 -- are taken first.
+--
+-- A queue with max_running, rate_limit or concurrency_limit takes its row lock first,
+-- so that the limits hold exactly across concurrent claimers; queues without limits
+-- never take it.
 --
 -- The id list is built in an ARRAY() sub-select so the planner keeps the partial claim
 -- index and the primary key even under a generic plan (a LIMIT parameter otherwise
@@ -28,10 +35,14 @@ set search_path = pgrun, pg_catalog
 as $$
 #variable_conflict use_column
 declare
-  v_now   timestamptz := pgrun.clock();
-  v_left  integer := n;
-  v_got   integer;
-  v_warm  boolean;
+  v_now     timestamptz := pgrun.clock();
+  v_left    integer := n;
+  v_got     integer;
+  v_total   integer := 0;
+  v_warm    boolean;
+  v_running integer;
+  q         pgrun.queues;
+  v_ids     bigint[];
 begin
   perform pgrun.check_queue_name(queue);
   if worker is null or worker = '' then
@@ -47,30 +58,88 @@ begin
       using errcode = '22023', hint = 'Pass a lease such as ''30 seconds''.';
   end if;
 
-  if exists (select 1 from pgrun.queues q where q.name = claim_jobs.queue and q.paused) then
+  select * into q from pgrun.queues x where x.name = claim_jobs.queue;
+  if q.paused then
+    return;
+  end if;
+  if exists (select 1 from pgrun.worker_control c join pgrun.workers w on w.host = c.host
+             where w.id = worker and c.queue in (claim_jobs.queue, '*') and c.mode <> 'on') then
     return;
   end if;
 
-  -- With models, a first pass takes jobs whose model is warm here; the second pass
-  -- (or the only one) takes any due job.
-  foreach v_warm in array case when coalesce(cardinality(models), 0) > 0
-                               then array[true, false] else array[false] end loop
+  if q.max_running is not null or q.rate_limit is not null or q.concurrency_limit is not null then
+    select * into q from pgrun.queues x where x.name = claim_jobs.queue for update;
+    if q.max_running is not null then
+      select count(*) into v_running from pgrun.jobs r
+      where r.status = 'running' and r.queue = claim_jobs.queue;
+      v_left := least(v_left, q.max_running - v_running);
+    end if;
+    if q.rate_limit is not null then
+      if q.rate_window_start is null or v_now >= q.rate_window_start + coalesce(q.rate_period, interval '1 second') then
+        q.rate_window_start := v_now;
+        q.rate_window_count := 0;
+      end if;
+      v_left := least(v_left, q.rate_limit - q.rate_window_count);
+    end if;
+    if v_left <= 0 then
+      return;
+    end if;
+  end if;
+
+  if q.concurrency_limit is not null then
+    -- Per-key limit: look ahead through the due backlog and keep, per key, only as
+    -- many as the key has room for (running ones count), then lock those.
+    v_ids := array(
+      select x.id from (
+        select c.id, c.priority, c.run_at, c.concurrency_key,
+               row_number() over (partition by c.concurrency_key order by c.priority, c.run_at, c.id) as rn
+        from (select * from pgrun.jobs c
+              where c.status = 'queued' and c.queue = claim_jobs.queue and c.run_at <= v_now
+              order by c.priority, c.run_at, c.id
+              limit greatest(v_left * 10, 1000)) c) x
+      where x.concurrency_key is null
+         or x.rn + (select count(*) from pgrun.jobs r
+                    where r.status = 'running' and r.concurrency_key = x.concurrency_key) <= q.concurrency_limit
+      order by x.priority, x.run_at, x.id
+      limit v_left);
+    v_ids := array(select c.id from pgrun.jobs c where c.id = any (v_ids) and c.status = 'queued'
+                   for update skip locked);
     return query
     update pgrun.jobs j
     set status = 'running', attempt = j.attempt + 1, claimed_by = worker,
         lease_expires_at = v_now + lease, started_at = v_now, heartbeat_at = null
-    where j.id = any (array(
-        select c.id from pgrun.jobs c
-        where c.status = 'queued' and c.queue = claim_jobs.queue and c.run_at <= v_now
-          and (not v_warm or c.model = any (models))
-        order by c.priority, c.run_at, c.id
-        limit v_left
-        for update skip locked))
+    where j.id = any (v_ids)
     returning j.*;
-    get diagnostics v_got = row_count;
-    v_left := v_left - v_got;
-    exit when v_left = 0;
-  end loop;
+    get diagnostics v_total = row_count;
+  else
+    -- With models, a first pass takes jobs whose model is warm here; the second pass
+    -- (or the only one) takes any due job.
+    foreach v_warm in array case when coalesce(cardinality(models), 0) > 0
+                                 then array[true, false] else array[false] end loop
+      return query
+      update pgrun.jobs j
+      set status = 'running', attempt = j.attempt + 1, claimed_by = worker,
+          lease_expires_at = v_now + lease, started_at = v_now, heartbeat_at = null
+      where j.id = any (array(
+          select c.id from pgrun.jobs c
+          where c.status = 'queued' and c.queue = claim_jobs.queue and c.run_at <= v_now
+            and (not v_warm or c.model = any (models))
+          order by c.priority, c.run_at, c.id
+          limit v_left
+          for update skip locked))
+      returning j.*;
+      get diagnostics v_got = row_count;
+      v_left := v_left - v_got;
+      v_total := v_total + v_got;
+      exit when v_left = 0;
+    end loop;
+  end if;
+
+  if q.rate_limit is not null then
+    update pgrun.queues x set rate_window_start = q.rate_window_start,
+      rate_window_count = q.rate_window_count + v_total
+    where x.name = claim_jobs.queue;
+  end if;
 end;
 $$;
 

@@ -25,6 +25,11 @@ begin
       using errcode = '22023',
             hint = 'Use 0 (the default, most urgent) up to 32767; lower runs first.';
   end if;
+  if new.max_attempts is null or new.timeout is null then
+    select coalesce(new.max_attempts, q.default_max_attempts), coalesce(new.timeout, q.default_timeout)
+    into new.max_attempts, new.timeout
+    from (select 1) one left join pgrun.queues q on q.name = new.queue;
+  end if;
   new.max_attempts := coalesce(new.max_attempts, 25);
   if new.max_attempts < 1 then
     raise exception 'max_attempts % is not valid', new.max_attempts
@@ -94,22 +99,30 @@ create trigger jobs_after_insert
   referencing new table as new_rows
   for each statement execute function pgrun.jobs_after_insert();
 
--- enqueue_job inserts one job and returns it. With a unique_key and an active
--- (pending, queued, running or waiting) job holding that key, the existing job is
--- returned instead and nothing is written. run_at NULL means now; max_attempts NULL
--- means the default (25).
+-- enqueue_job inserts one job and returns it. run_at NULL means now; max_attempts and
+-- timeout NULL mean the queue's defaults (then 25 attempts, no timeout).
+--
+-- Deduplication by unique_key: while an active (pending, queued, running, waiting)
+-- job holds the key, that job is returned and nothing is written; with unique_window,
+-- so is one that finished within the window. With on_conflict => 'replace', a holder
+-- that is still queued takes the new args, priority and run_at (event job.replaced)
+-- instead; the default 'ignore' leaves it as it is.
+drop function if exists pgrun.enqueue_job(text, jsonb, text, integer, timestamptz, integer, text, bigint, text, interval, jsonb);
 create or replace function pgrun.enqueue_job(
-  kind          text,
-  args          jsonb default '{}',
-  queue         text default 'default',
-  priority      integer default 0,
-  run_at        timestamptz default null,
-  max_attempts  integer default null,
-  unique_key    text default null,
-  parent_id     bigint default null,
-  model         text default null,
-  timeout       interval default null,
-  meta          jsonb default '{}'
+  kind             text,
+  args             jsonb default '{}',
+  queue            text default 'default',
+  priority         integer default 0,
+  run_at           timestamptz default null,
+  max_attempts     integer default null,
+  unique_key       text default null,
+  parent_id        bigint default null,
+  model            text default null,
+  timeout          interval default null,
+  meta             jsonb default '{}',
+  concurrency_key  text default null,
+  unique_window    interval default null,
+  on_conflict      text default 'ignore'
 )
 returns pgrun.jobs
 language plpgsql
@@ -123,12 +136,26 @@ begin
     raise exception 'priority % is not valid', priority
       using errcode = '22023', hint = 'Use 0 (the default, most urgent) up to 32767; lower runs first.';
   end if;
+  if on_conflict is null or on_conflict not in ('ignore', 'replace') then
+    raise exception 'on_conflict % is not valid', coalesce(quote_literal(on_conflict), 'NULL')
+      using errcode = '22023', hint = 'Use ignore (return the holder as it is) or replace (update a queued holder''s args).';
+  end if;
+  perform pgrun.check_positive_interval('unique_window', unique_window);
+  if unique_key is not null and unique_window is not null then
+    select * into j from pgrun.jobs x
+    where x.unique_key = enqueue_job.unique_key and x.finished_at > pgrun.clock() - unique_window
+    order by x.finished_at desc limit 1;
+    if found then
+      return j;
+    end if;
+  end if;
   loop
     insert into pgrun.jobs (kind, args, queue, priority, run_at, max_attempts, unique_key,
-                            parent_id, model, timeout, meta)
+                            parent_id, model, timeout, meta, concurrency_key)
     values (enqueue_job.kind, enqueue_job.args, enqueue_job.queue, enqueue_job.priority,
             enqueue_job.run_at, enqueue_job.max_attempts, enqueue_job.unique_key,
-            enqueue_job.parent_id, enqueue_job.model, enqueue_job.timeout, enqueue_job.meta)
+            enqueue_job.parent_id, enqueue_job.model, enqueue_job.timeout, enqueue_job.meta,
+            enqueue_job.concurrency_key)
     on conflict (unique_key)
       where unique_key is not null and status in ('pending', 'queued', 'running', 'waiting')
       do nothing
@@ -136,9 +163,21 @@ begin
     if found then
       return j;
     end if;
-    select * into j from pgrun.jobs
-    where unique_key = enqueue_job.unique_key
-      and status in ('pending', 'queued', 'running', 'waiting');
+    if on_conflict = 'replace' then
+      update pgrun.jobs x
+      set args = coalesce(enqueue_job.args, '{}'), priority = coalesce(enqueue_job.priority, 0),
+          run_at = coalesce(enqueue_job.run_at, x.run_at)
+      where x.unique_key = enqueue_job.unique_key and x.status = 'queued'
+      returning x.* into j;
+      if found then
+        perform pgrun.add_event(j.id, 'job.replaced', 'info', 'a duplicate enqueue replaced the args',
+          jsonb_build_object('unique_key', j.unique_key));
+        return j;
+      end if;
+    end if;
+    select * into j from pgrun.jobs x
+    where x.unique_key = enqueue_job.unique_key
+      and x.status in ('pending', 'queued', 'running', 'waiting');
     if found then
       return j;
     end if;
@@ -175,12 +214,12 @@ begin
   select e.idx, k.key into bad
   from jsonb_array_elements(specs) with ordinality e(v, idx), jsonb_object_keys(e.v) k(key)
   where k.key <> all (array['kind', 'args', 'queue', 'priority', 'run_at', 'max_attempts',
-                            'unique_key', 'parent_id', 'model', 'timeout', 'meta'])
+                            'unique_key', 'parent_id', 'model', 'timeout', 'meta', 'concurrency_key'])
   limit 1;
   if found then
     raise exception 'element % of enqueue_jobs has unknown key %', bad.idx - 1, quote_literal(bad.key)
       using errcode = '22023',
-            hint = 'Known keys: kind, args, queue, priority, run_at, max_attempts, unique_key, parent_id, model, timeout, meta.';
+            hint = 'Known keys: kind, args, queue, priority, run_at, max_attempts, unique_key, parent_id, model, timeout, meta, concurrency_key.';
   end if;
 
   return query
@@ -189,15 +228,15 @@ begin
     from rows from (jsonb_to_recordset(specs) as (
       kind text, args jsonb, queue text, priority integer, run_at timestamptz,
       max_attempts integer, unique_key text, parent_id bigint, model text,
-      timeout interval, meta jsonb)) with ordinality as x(
+      timeout interval, meta jsonb, concurrency_key text)) with ordinality as x(
         kind, args, queue, priority, run_at, max_attempts, unique_key, parent_id, model,
-        timeout, meta, ord)
+        timeout, meta, concurrency_key, ord)
   ),
   ins as (
     insert into pgrun.jobs (kind, args, queue, priority, run_at, max_attempts, unique_key,
-                            parent_id, model, timeout, meta)
+                            parent_id, model, timeout, meta, concurrency_key)
     select s.kind, s.args, s.queue, s.priority, s.run_at, s.max_attempts, s.unique_key,
-           s.parent_id, s.model, s.timeout, s.meta
+           s.parent_id, s.model, s.timeout, s.meta, s.concurrency_key
     from spec s
     order by s.ord
     on conflict (unique_key)

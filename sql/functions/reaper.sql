@@ -8,14 +8,22 @@
 --   * running jobs past their timeout fail that attempt (class timeout; retried if
 --     attempts remain) unless they showed life (a beat, progress or event) within
 --     stall_window; their runner is told to cancel them;
---   * workers not seen for a day are forgotten;
---   * failed dispatches in the outbox are retried (drain_outbox).
+--   * workers silent for three heartbeat cadences while holding running jobs are
+--     flagged dead (flagged_dead_at, and a worker.dead event on each of their jobs;
+--     the lease reaper brings the jobs back); workers not seen for a day are forgotten;
+--   * failed dispatches in the outbox are retried (drain_outbox);
+--   * due schedules fire (fire_schedules);
+--   * finished jobs past their queue's retention (default_retention when the queue
+--     sets none) are deleted with their events, or moved to jobs_archive for queues
+--     with archive; jobs of running runs and children of active parents are kept.
 -- Each step handles at most batch rows per call. Concurrent calls do not overlap: a
 -- call that cannot take the transaction-level advisory lock returns {"skipped": true}.
+drop function if exists pgrun.maintain(integer, interval, integer);
 create or replace function pgrun.maintain(
-  lease_budget  integer default 3,
-  stall_window  interval default interval '1 minute',
-  batch         integer default 1000
+  lease_budget       integer default 3,
+  stall_window       interval default interval '1 minute',
+  batch              integer default 1000,
+  default_retention  interval default interval '7 days'
 )
 returns jsonb
 language plpgsql
@@ -29,7 +37,12 @@ declare
   v_queues       text[];
   v_timed_out    integer := 0;
   v_workers      integer;
+  v_dead         integer;
   v_outbox       jsonb;
+  v_fired        integer;
+  v_pruned       integer := 0;
+  v_n            integer;
+  qr             record;
   q              text;
   r              record;
 begin
@@ -103,16 +116,53 @@ begin
     v_timed_out := v_timed_out + 1;
   end loop;
 
+  with dead as (
+    update pgrun.workers w set flagged_dead_at = v_now
+    where w.flagged_dead_at is null and w.state <> 'stopped' and w.last_seen < v_now - 3 * w.cadence
+      and exists (select 1 from pgrun.jobs j where j.status = 'running' and j.claimed_by = w.id)
+    returning w.id, w.host, w.last_seen
+  ),
+  logged as (
+    insert into pgrun.job_events (job_id, at, event, level, message, fields)
+    select j.id, v_now, 'worker.dead', 'error',
+           format('worker %s on %s last heartbeat at %s: flagged dead', d.id, d.host, d.last_seen),
+           jsonb_build_object('worker', d.id, 'host', d.host, 'last_seen', d.last_seen)
+    from dead d join pgrun.jobs j on j.claimed_by = d.id and j.status = 'running'
+  )
+  select count(*) into v_dead from dead;
+
   delete from pgrun.workers w where w.last_seen < v_now - interval '1 day';
   get diagnostics v_workers = row_count;
 
   v_outbox := pgrun.drain_outbox(batch);
+  v_fired := pgrun.fire_schedules(batch);
+
+  for qr in select q.name, coalesce(q.retention, default_retention) as keep, q.archive from pgrun.queues q loop
+    with victims as (
+      select j.id from pgrun.jobs j
+      where j.queue = qr.name and j.finished_at < v_now - qr.keep
+        and (j.run_id is null or not exists (select 1 from pgrun.runs r where r.id = j.run_id and r.status = 'running'))
+        and (j.parent_id is null or not exists (select 1 from pgrun.jobs p where p.id = j.parent_id
+                                                and p.status in ('pending', 'queued', 'running', 'waiting')))
+      order by j.finished_at
+      limit batch
+      for update skip locked
+    ),
+    events as (delete from pgrun.job_events e using victims v where e.job_id = v.id),
+    gone as (delete from pgrun.jobs j using victims v where j.id = v.id returning j.*),
+    archived as (insert into pgrun.jobs_archive select g.*, v_now from gone g where qr.archive)
+    select count(*) into v_n from gone;
+    v_pruned := v_pruned + v_n;
+  end loop;
 
   return jsonb_build_object(
     'lease_requeued', v_requeued,
     'lease_failed', v_lease_failed,
     'timed_out', v_timed_out,
     'workers_forgotten', v_workers,
+    'workers_flagged_dead', v_dead,
+    'schedules_fired', v_fired,
+    'pruned', v_pruned,
     'outbox_dispatched', v_outbox -> 'dispatched',
     'outbox_retried', v_outbox -> 'retried',
     'outbox_poisoned', v_outbox -> 'poisoned');

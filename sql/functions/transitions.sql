@@ -36,8 +36,9 @@ $$;
 
 -- fail_job records a failed attempt. error is a JSON object with at least "message"
 -- (and optionally "class", "stack", ...). A retryable failure with attempts left goes
--- back to queued after an exponential backoff with jitter; a permanent one, or the
--- last attempt, ends failed. Returns the job, or NULL if (id, attempt) is not running.
+-- back to queued after an exponential backoff with jitter (the queue's backoff_base
+-- and backoff_max, default 1 second and 1 hour); a permanent one, or the last attempt,
+-- ends failed. Returns the job, or NULL if (id, attempt) is not running.
 create or replace function pgrun.fail_job(
   id         bigint,
   attempt    integer,
@@ -63,7 +64,10 @@ begin
       status = case when not coalesce(retryable, true) or j.failures + 1 >= j.max_attempts
                     then 'failed'::pgrun.job_status else 'queued' end,
       run_at = case when not coalesce(retryable, true) or j.failures + 1 >= j.max_attempts
-                    then j.run_at else v_now + pgrun.backoff(j.failures + 1) end,
+                    then j.run_at
+                    else v_now + pgrun.backoff(j.failures + 1,
+                           coalesce((select q.backoff_base from pgrun.queues q where q.name = j.queue), interval '1 second'),
+                           coalesce((select q.backoff_max from pgrun.queues q where q.name = j.queue), interval '1 hour')) end,
       finished_at = case when not coalesce(retryable, true) or j.failures + 1 >= j.max_attempts
                          then v_now end,
       error = fail_job.error || jsonb_build_object('attempt', j.attempt, 'at', v_now),

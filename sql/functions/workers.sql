@@ -1,7 +1,10 @@
 -- workers.sql: the registry runners heartbeat into.
 
 -- worker_heartbeat records that worker id is alive (inserting it on first call) with
--- what it serves and which models it holds warm. Returns the time recorded.
+-- what it serves, which models it holds warm and how often it heartbeats (cadence: a
+-- worker silent for three cadences while holding jobs is flagged dead by maintain()).
+-- A heartbeat clears the dead flag. Returns the time recorded.
+drop function if exists pgrun.worker_heartbeat(text, text, integer, text[], text[], text, text);
 create or replace function pgrun.worker_heartbeat(
   id       text,
   host     text,
@@ -9,7 +12,8 @@ create or replace function pgrun.worker_heartbeat(
   queues   text[] default '{}',
   models   text[] default '{}',
   version  text default null,
-  state    text default 'running'
+  state    text default 'running',
+  cadence  interval default interval '10 seconds'
 )
 returns timestamptz
 language plpgsql
@@ -27,14 +31,16 @@ begin
     raise exception 'worker state % is not valid', coalesce(quote_literal(state), 'NULL')
       using errcode = '22023', hint = 'Use running, draining or stopped.';
   end if;
-  insert into pgrun.workers as w (id, host, pid, queues, models, version, state, started_at, last_seen)
+  perform pgrun.check_positive_interval('cadence', cadence);
+  insert into pgrun.workers as w (id, host, pid, queues, models, version, state, started_at, last_seen, cadence)
   values (worker_heartbeat.id, worker_heartbeat.host, worker_heartbeat.pid,
           coalesce(worker_heartbeat.queues, '{}'), coalesce(worker_heartbeat.models, '{}'),
-          worker_heartbeat.version, worker_heartbeat.state, v_now, v_now)
+          worker_heartbeat.version, worker_heartbeat.state, v_now, v_now,
+          coalesce(worker_heartbeat.cadence, interval '10 seconds'))
   on conflict (id) do update
     set host = excluded.host, pid = excluded.pid, queues = excluded.queues,
         models = excluded.models, version = excluded.version, state = excluded.state,
-        last_seen = excluded.last_seen;
+        last_seen = excluded.last_seen, cadence = excluded.cadence, flagged_dead_at = null;
   return v_now;
 end;
 $$;

@@ -1,0 +1,52 @@
+-- control.sql: the operator's switch for runners, per host and queue.
+
+-- set_worker_control sets the mode of host's runners for queue ('*': every queue):
+--   on     claim as usual;
+--   drain  claim nothing more and let in-flight jobs finish;
+--   off    claim nothing and cancel in-flight jobs, which are requeued without
+--          spending an attempt.
+-- claim_jobs obeys it at once; runners hear of it on channel pgrun_control and act
+-- within a second. Returns the mode set.
+create or replace function pgrun.set_worker_control(host text, queue text, mode text)
+returns text
+language plpgsql
+set search_path = pgrun, pg_catalog
+as $$
+#variable_conflict use_column
+begin
+  if host is null or host = '' then
+    raise exception 'host must not be empty'
+      using errcode = '22023', hint = 'Pass a host name as in SELECT DISTINCT host FROM pgrun.workers;';
+  end if;
+  if queue is distinct from '*' then
+    perform pgrun.check_queue_name(queue);
+  end if;
+  if mode is null or mode not in ('on', 'drain', 'off') then
+    raise exception 'worker control mode % is not valid', coalesce(quote_literal(mode), 'NULL')
+      using errcode = '22023', hint = 'Use on, drain or off.';
+  end if;
+  insert into pgrun.worker_control as c (host, queue, mode)
+  values (set_worker_control.host, set_worker_control.queue, set_worker_control.mode)
+  on conflict (host, queue) do update set mode = excluded.mode, updated_at = now();
+  perform pg_notify('pgrun_control', host);
+  if mode = 'on' then
+    perform pg_notify('pgrun_jobs', q.name) from pgrun.queues q where queue = '*' or q.name = queue;
+  end if;
+  return mode;
+end;
+$$;
+
+-- worker_modes returns the effective mode per queue for host: the queue's own row,
+-- else the host's '*' row, else on.
+create or replace function pgrun.worker_modes(host text, queues text[])
+returns table (queue text, mode text)
+language sql
+stable
+set search_path = pgrun, pg_catalog
+as $$
+  select q, coalesce(
+    (select c.mode from pgrun.worker_control c where c.host = worker_modes.host and c.queue = q),
+    (select c.mode from pgrun.worker_control c where c.host = worker_modes.host and c.queue = '*'),
+    'on')
+  from unnest(queues) q
+$$;

@@ -1,0 +1,142 @@
+-- queues.sql: per-queue policy an operator sets from psql, and bulk redrive of dead
+-- letters.
+
+-- queue_row returns queue q's row, creating it with no policy if it does not exist.
+create or replace function pgrun.queue_row(q text)
+returns pgrun.queues
+language plpgsql
+set search_path = pgrun, pg_catalog
+as $$
+declare
+  r pgrun.queues;
+begin
+  perform pgrun.check_queue_name(q);
+  insert into pgrun.queues (name) values (q) on conflict do nothing;
+  select * into r from pgrun.queues where name = q;
+  return r;
+end;
+$$;
+
+-- pause_queue stops claims from queue q (running jobs go on); resume_queue lets them
+-- start again. Both return the queue.
+create or replace function pgrun.pause_queue(q text)
+returns pgrun.queues
+language sql
+set search_path = pgrun, pg_catalog
+as $$
+  select pgrun.queue_row(q);
+  update pgrun.queues set paused = true, updated_at = now() where name = q returning *;
+$$;
+
+create or replace function pgrun.resume_queue(q text)
+returns pgrun.queues
+language sql
+set search_path = pgrun, pg_catalog
+as $$
+  select pgrun.queue_row(q);
+  update pgrun.queues set paused = false, updated_at = now() where name = q returning *;
+  select pg_notify('pgrun_jobs', q);
+  select * from pgrun.queues where name = q;
+$$;
+
+-- set_queue sets queue name's policy. Each argument left NULL keeps its value; name
+-- settings in reset to clear them (back to no limit or the engine default):
+--   max_running        at most this many of the queue's jobs run at once, across runners
+--   rate_limit         at most this many starts per rate_period (default 1 second)
+--   concurrency_limit  at most this many running jobs per concurrency_key
+--   default_timeout, default_max_attempts   for jobs enqueued without their own
+--   backoff_base, backoff_max               retry delays (default 1 second, 1 hour)
+--   retention          how long finished jobs are kept (maintain's default otherwise)
+--   archive            move pruned jobs to pgrun.jobs_archive instead of deleting them
+-- Returns the queue.
+create or replace function pgrun.set_queue(
+  name                  text,
+  max_running           integer default null,
+  rate_limit            integer default null,
+  rate_period           interval default null,
+  concurrency_limit     integer default null,
+  default_timeout       interval default null,
+  default_max_attempts  integer default null,
+  backoff_base          interval default null,
+  backoff_max           interval default null,
+  retention             interval default null,
+  archive               boolean default null,
+  reset                 text[] default '{}'
+)
+returns pgrun.queues
+language plpgsql
+set search_path = pgrun, pg_catalog
+as $$
+#variable_conflict use_column
+declare
+  r pgrun.queues;
+  k text;
+begin
+  perform pgrun.queue_row(name);
+  foreach k in array coalesce(reset, '{}') loop
+    if k <> all (array['max_running', 'rate_limit', 'concurrency_limit', 'default_timeout',
+                       'default_max_attempts', 'backoff_base', 'backoff_max', 'retention']) then
+      raise exception 'setting % cannot be reset', quote_literal(k)
+        using errcode = '22023', hint = 'Reset one of max_running, rate_limit, concurrency_limit, default_timeout, default_max_attempts, backoff_base, backoff_max, retention.';
+    end if;
+  end loop;
+  if max_running < 0 or rate_limit < 0 or concurrency_limit < 1 or default_max_attempts < 1 then
+    raise exception 'queue % limits must not be negative (max_running %, rate_limit %, concurrency_limit %, default_max_attempts %)',
+      name, max_running, rate_limit, concurrency_limit, default_max_attempts
+      using errcode = '22023', hint = 'Use 0 or more for max_running and rate_limit, 1 or more for concurrency_limit and default_max_attempts.';
+  end if;
+  perform pgrun.check_positive_interval('rate_period', rate_period);
+  perform pgrun.check_positive_interval('default_timeout', default_timeout);
+  perform pgrun.check_positive_interval('backoff_base', backoff_base);
+  perform pgrun.check_positive_interval('backoff_max', backoff_max);
+  perform pgrun.check_positive_interval('retention', retention);
+  update pgrun.queues x set
+    max_running = case when 'max_running' = any (reset) then null else coalesce(set_queue.max_running, x.max_running) end,
+    rate_limit = case when 'rate_limit' = any (reset) then null else coalesce(set_queue.rate_limit, x.rate_limit) end,
+    rate_period = coalesce(set_queue.rate_period, x.rate_period),
+    concurrency_limit = case when 'concurrency_limit' = any (reset) then null else coalesce(set_queue.concurrency_limit, x.concurrency_limit) end,
+    default_timeout = case when 'default_timeout' = any (reset) then null else coalesce(set_queue.default_timeout, x.default_timeout) end,
+    default_max_attempts = case when 'default_max_attempts' = any (reset) then null else coalesce(set_queue.default_max_attempts, x.default_max_attempts) end,
+    backoff_base = case when 'backoff_base' = any (reset) then null else coalesce(set_queue.backoff_base, x.backoff_base) end,
+    backoff_max = case when 'backoff_max' = any (reset) then null else coalesce(set_queue.backoff_max, x.backoff_max) end,
+    retention = case when 'retention' = any (reset) then null else coalesce(set_queue.retention, x.retention) end,
+    archive = coalesce(set_queue.archive, x.archive),
+    updated_at = now()
+  where x.name = set_queue.name
+  returning x.* into r;
+  return r;
+end;
+$$;
+
+-- retry_jobs redrives failed jobs in bulk (dead letters): those of queue and kind
+-- (NULL: any) that failed at or after since, at most max_jobs of them. Returns how
+-- many were queued again.
+create or replace function pgrun.retry_jobs(
+  queue     text default null,
+  kind      text default null,
+  since     timestamptz default null,
+  max_jobs  integer default 1000
+)
+returns integer
+language plpgsql
+set search_path = pgrun, pg_catalog
+as $$
+#variable_conflict use_column
+declare
+  n integer;
+begin
+  if max_jobs is null or max_jobs < 1 then
+    raise exception 'max_jobs % is not valid', coalesce(max_jobs::text, 'NULL')
+      using errcode = '22023', hint = 'Redrive 1 or more jobs per call.';
+  end if;
+  select count(pgrun.retry_job(j.id)) into n
+  from (select j.id from pgrun.jobs j
+        where j.status = 'failed'
+          and (retry_jobs.queue is null or j.queue = retry_jobs.queue)
+          and (retry_jobs.kind is null or j.kind = retry_jobs.kind)
+          and (since is null or j.finished_at >= since)
+        order by j.id
+        limit max_jobs) j;
+  return n;
+end;
+$$;
