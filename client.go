@@ -35,6 +35,15 @@ type JobSpec struct {
 	Model       string         `json:"model,omitempty"`
 	Timeout     time.Duration  `json:"-"`
 	Meta        map[string]any `json:"meta,omitempty"`
+	// ConcurrencyKey groups jobs whose running count the queue's concurrency_limit
+	// bounds (per tenant, per customer...).
+	ConcurrencyKey string `json:"concurrency_key,omitempty"`
+	// UniqueWindow extends UniqueKey deduplication to jobs that finished within
+	// the window. Only Enqueue takes it.
+	UniqueWindow time.Duration `json:"-"`
+	// ReplaceDuplicate makes a duplicate UniqueKey update a still-queued holder's
+	// args, priority and run_at instead of being ignored. Only Enqueue takes it.
+	ReplaceDuplicate bool `json:"-"`
 }
 
 // MarshalJSON writes the spec in the form pgrun.enqueue_jobs takes (the timeout as
@@ -83,6 +92,17 @@ func Timeout(d time.Duration) Option { return func(s *JobSpec) { s.Timeout = d }
 // Meta attaches free-form metadata (tenant, trace id, ...).
 func Meta(m map[string]any) Option { return func(s *JobSpec) { s.Meta = m } }
 
+// ConcurrencyKey sets the key the queue's concurrency_limit counts running jobs by.
+func ConcurrencyKey(key string) Option { return func(s *JobSpec) { s.ConcurrencyKey = key } }
+
+// UniqueWindow also deduplicates against jobs with the same UniqueKey that finished
+// within d.
+func UniqueWindow(d time.Duration) Option { return func(s *JobSpec) { s.UniqueWindow = d } }
+
+// ReplaceDuplicate makes a duplicate UniqueKey replace the args of a holder that is
+// still queued.
+func ReplaceDuplicate() Option { return func(s *JobSpec) { s.ReplaceDuplicate = true } }
+
 // Enqueue adds one job of kind with args (marshalled to a JSON object) and returns
 // it. Run it on a transaction to make the job part of the caller's unit of work: it
 // becomes visible, and wakes runners, only on commit. With [UniqueKey] and an active
@@ -92,11 +112,51 @@ func Enqueue(ctx context.Context, db DB, kind string, args any, opts ...Option) 
 	for _, o := range opts {
 		o(&spec)
 	}
+	if spec.UniqueWindow > 0 || spec.ReplaceDuplicate {
+		return enqueueOne(ctx, db, spec)
+	}
 	jobs, err := EnqueueMany(ctx, db, []JobSpec{spec})
 	if err != nil {
 		return nil, err
 	}
 	return jobs[0], nil
+}
+
+// enqueueOne calls pgrun.enqueue_job, which alone knows unique_window and
+// on_conflict.
+func enqueueOne(ctx context.Context, db DB, spec JobSpec) (*Job, error) {
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		return nil, fmt.Errorf("pgrun: enqueue: encode args: %w", err)
+	}
+	onConflict := "ignore"
+	if spec.ReplaceDuplicate {
+		onConflict = "replace"
+	}
+	var window *time.Duration
+	if spec.UniqueWindow > 0 {
+		window = &spec.UniqueWindow
+	}
+	rows, err := db.Query(ctx, `with s as (
+		  select * from jsonb_to_record($1::jsonb) as s(kind text, args jsonb, queue text, priority integer,
+		    run_at timestamptz, max_attempts integer, unique_key text, parent_id bigint, model text,
+		    timeout interval, meta jsonb, concurrency_key text)),
+		j as (
+		  select e.* from s, lateral pgrun.enqueue_job(
+		    kind => s.kind, args => coalesce(s.args, '{}'), queue => coalesce(s.queue, 'default'),
+		    priority => coalesce(s.priority, 0), run_at => s.run_at, max_attempts => s.max_attempts,
+		    unique_key => s.unique_key, parent_id => s.parent_id, model => s.model,
+		    timeout => s.timeout, meta => coalesce(s.meta, '{}'), concurrency_key => s.concurrency_key,
+		    unique_window => $2, on_conflict => $3) e)
+		select `+JobColumns+` from j`, raw, window, onConflict)
+	if err != nil {
+		return nil, fmt.Errorf("pgrun: enqueue: %w", err)
+	}
+	j, err := ScanJob(rows)
+	if err != nil {
+		return nil, fmt.Errorf("pgrun: enqueue: %w", err)
+	}
+	return j, nil
 }
 
 // EnqueueMany adds many jobs in one statement (pgrun.enqueue_jobs) and returns them
@@ -105,6 +165,11 @@ func Enqueue(ctx context.Context, db DB, kind string, args any, opts ...Option) 
 func EnqueueMany(ctx context.Context, db DB, specs []JobSpec) ([]*Job, error) {
 	if len(specs) == 0 {
 		return nil, nil
+	}
+	for _, s := range specs {
+		if s.UniqueWindow > 0 || s.ReplaceDuplicate {
+			return nil, errors.New("pgrun: enqueue: UniqueWindow and ReplaceDuplicate need Enqueue, one job at a time")
+		}
 	}
 	payload, err := json.Marshal(specs)
 	if err != nil {

@@ -91,6 +91,9 @@ var (
 	// ErrShutdown: the runner is stopping and the grace period ran out; the job is
 	// requeued without spending an attempt.
 	ErrShutdown = errors.New("pgrun: runner shutting down")
+	// ErrWorkerOff: an operator set this runner's host to off for the job's queue
+	// (pgrun.set_worker_control); the job is requeued without spending an attempt.
+	ErrWorkerOff = errors.New("pgrun: worker turned off by an operator")
 	// ErrTimeout: the attempt ran past the job's timeout; it fails with class
 	// timeout and is retried if attempts remain.
 	ErrTimeout = errors.New("pgrun: job timed out")

@@ -103,6 +103,9 @@ func (e *execution) report(result any, err error) {
 	case errors.Is(cause, ErrShutdown):
 		e.requeue(ctx, "runner shut down before the job finished")
 		return
+	case errors.Is(cause, ErrWorkerOff):
+		e.requeue(ctx, "an operator turned the worker off")
+		return
 	}
 	if err == nil {
 		payload, merr := json.Marshal(result)

@@ -73,11 +73,12 @@ func (r *Runner) renew(ctx context.Context) {
 	}
 }
 
+// queueHeartbeat adds this worker's heartbeat to b. Its cadence is the renewal
+// interval: maintain() flags the worker dead after three silent cadences.
 func (r *Runner) queueHeartbeat(b *pgx.Batch, state string) {
-	host, _ := os.Hostname()
-	b.Queue(`select pgrun.worker_heartbeat($1, $2, $3, $4, $5, $6, $7)`,
-		r.cfg.WorkerID, host, os.Getpid(), slices.Sorted(maps.Keys(r.cfg.Queues)),
-		r.models(), r.cfg.Version, state)
+	b.Queue(`select pgrun.worker_heartbeat($1, $2, $3, $4, $5, $6, $7, $8)`,
+		r.cfg.WorkerID, r.cfg.Host, os.Getpid(), r.queueNames(),
+		r.models(), r.cfg.Version, state, r.cfg.Lease/3)
 }
 
 // heartbeat records the worker's state on its own.

@@ -16,9 +16,10 @@ import (
 // its connection broke; the 1 s poll covers the gap.
 const listenReconnectDelay = time.Second
 
-// listen holds one connection LISTENing on the jobs and cancel channels (pgxlisten
-// reconnects it) until ctx is done. Job notifications wake the queue's fetcher;
-// cancel notifications cancel the job's handler if it runs here.
+// listen holds one connection LISTENing on the jobs, cancel and control channels
+// (pgxlisten reconnects it) until ctx is done. Job notifications wake the queue's
+// fetcher; cancel notifications cancel the job's handler if it runs here; control
+// notifications for this host wake the control loop.
 func (r *Runner) listen(ctx context.Context) {
 	l := &pgxlisten.Listener{
 		Connect: func(ctx context.Context) (*pgx.Conn, error) {
@@ -41,6 +42,11 @@ func (r *Runner) listen(ctx context.Context) {
 			if r.cancelRunning(id, ErrJobCancelled) {
 				r.log.Info("job cancelled remotely", "job", id)
 			}
+			return nil
+		}))
+	l.Handle(ChannelControl, pgxlisten.HandlerFunc(
+		func(_ context.Context, n *pgconn.Notification, _ *pgx.Conn) error {
+			r.controlChanged(n.Payload)
 			return nil
 		}))
 	_ = l.Listen(ctx)

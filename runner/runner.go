@@ -63,6 +63,9 @@ type Config struct {
 	// WorkerID names this runner in claimed_by and pgrun.workers; default
 	// host:pid:random.
 	WorkerID string
+	// Host is the host name operators address with pgrun.set_worker_control;
+	// default os.Hostname().
+	Host string
 	// Lease is how long a claim is held without renewal; renewed every Lease/3.
 	Lease time.Duration
 	// PollInterval is how often each queue is polled even without a notification.
@@ -99,6 +102,8 @@ type Runner struct {
 	// cancelled remembers cancel notifications for jobs not running here (yet): a job
 	// claimed just before its cancellation must not start when it arrives.
 	cancelled map[int64]time.Time
+	// controlCh wakes the control loop when the host's worker control changed.
+	controlCh chan struct{}
 
 	completer *completer
 	// jobCtx parents every handler's context; it is not derived from Run's ctx so
@@ -110,9 +115,11 @@ type Runner struct {
 
 // New returns a runner on pool. Configuration errors are reported by Run.
 func New(pool *pgxpool.Pool, cfg Config) *Runner {
+	if cfg.Host == "" {
+		cfg.Host, _ = os.Hostname()
+	}
 	if cfg.WorkerID == "" {
-		host, _ := os.Hostname()
-		cfg.WorkerID = fmt.Sprintf("%s:%d:%04x", host, os.Getpid(), rand.N(1<<16))
+		cfg.WorkerID = fmt.Sprintf("%s:%d:%04x", cfg.Host, os.Getpid(), rand.N(1<<16))
 	}
 	if cfg.Lease <= 0 {
 		cfg.Lease = DefaultLease
@@ -141,10 +148,14 @@ func New(pool *pgxpool.Pool, cfg Config) *Runner {
 		fetchers: map[string]*fetcher{},
 
 		cancelled: map[int64]time.Time{},
+		controlCh: make(chan struct{}, 1),
 	}
 	r.jobCtx, r.cancelJob = context.WithCancel(context.Background())
 	return r
 }
+
+// queueNames lists the queues this runner serves, sorted.
+func (r *Runner) queueNames() []string { return slices.Sorted(maps.Keys(r.cfg.Queues)) }
 
 // WorkerID is the id this runner claims under.
 func (r *Runner) WorkerID() string { return r.cfg.WorkerID }
@@ -201,7 +212,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	r.log.Info("runner started", "queues", slices.Sorted(maps.Keys(r.cfg.Queues)))
+	r.log.Info("runner started", "queues", r.queueNames(), "host", r.cfg.Host)
 
 	// bg is for the machinery that must outlive ctx during the shutdown sequence.
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
@@ -211,6 +222,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	machinery.Go(func() error { r.completer.run(mctx); return nil })
 	machinery.Go(func() error { r.renewLoop(mctx); return nil })
 	machinery.Go(func() error { r.listen(mctx); return nil })
+	machinery.Go(func() error { r.controlLoop(mctx); return nil })
 	if r.cfg.MaintenanceInterval > 0 {
 		machinery.Go(func() error { r.maintainLoop(mctx); return nil })
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/pgrun/pgrun"
@@ -36,11 +37,28 @@ func newCancelCmd(g *globals) *cobra.Command {
 }
 
 func newRetryCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "retry ID",
-		Short: "Redrive a failed or cancelled job with its full attempt budget",
-		Args:  cobra.ExactArgs(1),
+	var queue, kind string
+	var limit int
+	cmd := &cobra.Command{
+		Use:     "retry [ID]",
+		Short:   "Redrive a failed or cancelled job, or failed jobs in bulk with --kind/--queue",
+		Example: "  runner retry 42\n  runner retry --kind resize --queue images --limit 500",
+		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				if queue == "" && kind == "" {
+					return fmt.Errorf("give a job ID, or --kind and/or --queue to redrive failed jobs in bulk")
+				}
+				return g.withPool(func(cmd *cobra.Command, _ []string, pool *pgxpool.Pool) error {
+					var n int
+					if err := pool.QueryRow(cmd.Context(), `select pgrun.retry_jobs(nullif($1, ''), nullif($2, ''), null, $3)`,
+						queue, kind, limit).Scan(&n); err != nil {
+						return err
+					}
+					fmt.Fprintf(cmd.OutOrStdout(), "%d failed jobs queued again\n", n)
+					return nil
+				})(cmd, args)
+			}
 			return control(cmd, g, args[0], "queued again", func(pool pgrun.DB, id int64) (*pgrun.Job, error) {
 				j, err := pgrun.Retry(cmd.Context(), pool, id)
 				if err == nil {
@@ -50,6 +68,10 @@ func newRetryCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
+	cmd.Flags().StringVar(&queue, "queue", "", "bulk: failed jobs of this queue")
+	cmd.Flags().StringVar(&kind, "kind", "", "bulk: failed jobs of this kind")
+	cmd.Flags().IntVar(&limit, "limit", 1000, "bulk: at most this many")
+	return cmd
 }
 
 // control runs an operator transition on job idArg and turns the client's sentinel

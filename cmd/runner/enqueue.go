@@ -100,6 +100,7 @@ func newEnqueueCmd(g *globals) *cobra.Command {
 	f.StringVar(&spec.UniqueKey, "unique-key", "", "deduplicate: while an active job holds the key, return it instead")
 	f.DurationVar(&timeout, "timeout", 0, "time limit for one attempt")
 	f.StringVar(&spec.Model, "model", "", "model the job needs (warm-model routing)")
+	f.StringVar(&spec.ConcurrencyKey, "concurrency-key", "", "key the queue's concurrency_limit counts by (a tenant, say)")
 	f.IntVar(&count, "count", 1, "enqueue this many identical jobs in one statement")
 	return cmd
 }
