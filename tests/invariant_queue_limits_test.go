@@ -1,0 +1,185 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/pgrun/pgrun"
+)
+
+// claimCount claims up to n jobs of queue for worker and returns how many it got.
+func claimCount(t *testing.T, db interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, queue, worker string, n int) int {
+	t.Helper()
+	var got int
+	require.NoError(t, db.QueryRow(context.Background(), `select count(*) from pgrun.claim_jobs($1, $2, $3)`, queue, worker, n).Scan(&got))
+	return got
+}
+
+// A paused queue hands out nothing; resumed, it does.
+func TestPausedQueueIsNotClaimed(t *testing.T) {
+	b := setup(t)
+	_, err := pgrun.Enqueue(b.ctx, b.pool, "noop", nil, pgrun.Queue("mail"))
+	require.NoError(t, err)
+	_, err = b.pool.Exec(b.ctx, `select pgrun.pause_queue('mail')`)
+	require.NoError(t, err)
+	require.Zero(t, claimCount(t, b.pool, "mail", "w", 10))
+	_, err = b.pool.Exec(b.ctx, `select pgrun.resume_queue('mail')`)
+	require.NoError(t, err)
+	require.Equal(t, 1, claimCount(t, b.pool, "mail", "w", 10))
+}
+
+// max_running holds across many concurrent claimers: at no moment do more jobs of the
+// queue run than the limit.
+func TestMaxRunningIsNeverExceeded(t *testing.T) {
+	b := setup(t)
+	const limit = 5
+	_, err := b.pool.Exec(b.ctx, `select pgrun.set_queue('limited', max_running => $1)`, limit)
+	require.NoError(t, err)
+	specs := make([]pgrun.JobSpec, 600)
+	for i := range specs {
+		specs[i] = pgrun.JobSpec{Kind: "noop", Queue: "limited"}
+	}
+	_, err = pgrun.EnqueueMany(b.ctx, b.pool, specs)
+	require.NoError(t, err)
+
+	var peak atomic.Int64
+	stop := make(chan struct{})
+	monitor := make(chan struct{})
+	go func() { // watch the running count while claimers race
+		defer close(monitor)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			var n int64
+			if err := b.pool.QueryRow(b.ctx, `select count(*) from pgrun.jobs where queue = 'limited' and status = 'running'`).Scan(&n); err == nil && n > peak.Load() {
+				peak.Store(n)
+			}
+		}
+	}()
+	var g errgroup.Group
+	var done atomic.Int64
+	for w := range 12 {
+		g.Go(func() error {
+			worker := fmt.Sprintf("w%d", w)
+			for done.Load() < int64(len(specs)) {
+				rows, err := b.pool.Query(b.ctx, `select id, attempt from pgrun.claim_jobs('limited', $1, 3)`, worker)
+				if err != nil {
+					return err
+				}
+				var ids []int64
+				var attempts []int32
+				var id int64
+				var attempt int32
+				if _, err := pgx.ForEachRow(rows, []any{&id, &attempt}, func() error {
+					ids, attempts = append(ids, id), append(attempts, attempt)
+					return nil
+				}); err != nil {
+					return err
+				}
+				if len(ids) == 0 {
+					continue
+				}
+				if _, err := b.pool.Exec(b.ctx, `select pgrun.complete_jobs($1, $2)`, ids, attempts); err != nil {
+					return err
+				}
+				done.Add(int64(len(ids)))
+			}
+			return nil
+		})
+	}
+	require.NoError(t, g.Wait())
+	close(stop)
+	<-monitor
+	require.Equal(t, len(specs), countStatus(t, b, pgrun.StatusSucceeded))
+	require.LessOrEqual(t, peak.Load(), int64(limit), "running jobs exceeded max_running")
+	require.Positive(t, peak.Load())
+}
+
+// rate_limit allows at most N starts per period.
+func TestRateLimitCapsStartsPerPeriod(t *testing.T) {
+	b := setup(t)
+	now := at("2030-01-01T10:00:00Z")
+	c := pinnedClock(t, b, now)
+	c.exec(`select pgrun.set_queue('api', rate_limit => 10, rate_period => '1 minute')`)
+	c.exec(`select pgrun.enqueue_jobs((select jsonb_agg(jsonb_build_object('kind', 'noop', 'queue', 'api', 'run_at', '2030-01-01T09:00:00Z')) from generate_series(1, 50)))`)
+	require.Equal(t, 4, claimCount(t, c.conn, "api", "w", 4))
+	require.Equal(t, 6, claimCount(t, c.conn, "api", "w", 100))
+	require.Zero(t, claimCount(t, c.conn, "api", "w", 100), "the window's 10 starts are spent")
+	c.set(now.Add(59 * time.Second))
+	require.Zero(t, claimCount(t, c.conn, "api", "w", 100))
+	c.set(now.Add(61 * time.Second))
+	require.Equal(t, 10, claimCount(t, c.conn, "api", "w", 100), "a new window")
+}
+
+// concurrency_limit bounds running jobs per concurrency_key (per-tenant fairness);
+// jobs without a key are not limited.
+func TestConcurrencyKeyLimitsRunningPerKey(t *testing.T) {
+	b := setup(t)
+	_, err := b.pool.Exec(b.ctx, `select pgrun.set_queue('tenants', concurrency_limit => 2)`)
+	require.NoError(t, err)
+	var specs []pgrun.JobSpec
+	for i := range 10 {
+		specs = append(specs, pgrun.JobSpec{Kind: "noop", Queue: "tenants", ConcurrencyKey: "acme"},
+			pgrun.JobSpec{Kind: "noop", Queue: "tenants", ConcurrencyKey: "globex"})
+		if i < 3 {
+			specs = append(specs, pgrun.JobSpec{Kind: "noop", Queue: "tenants"})
+		}
+	}
+	_, err = pgrun.EnqueueMany(b.ctx, b.pool, specs)
+	require.NoError(t, err)
+	require.Equal(t, 7, claimCount(t, b.pool, "tenants", "w", 100)) // 2 + 2 + 3 unkeyed
+	require.Zero(t, claimCount(t, b.pool, "tenants", "w", 100))
+	var id int64
+	var attempt int
+	require.NoError(t, b.pool.QueryRow(b.ctx, `select id, attempt from pgrun.jobs where concurrency_key = 'acme' and status = 'running' limit 1`).Scan(&id, &attempt))
+	_, err = b.pool.Exec(b.ctx, `select pgrun.complete_jobs(array[$1::bigint], array[$2::int])`, id, attempt)
+	require.NoError(t, err)
+	var key string
+	require.NoError(t, b.pool.QueryRow(b.ctx, `select concurrency_key from pgrun.claim_jobs('tenants', 'w', 100)`).Scan(&key))
+	require.Equal(t, "acme", key, "the freed slot goes to the same tenant")
+}
+
+// Queue defaults fill what a job leaves unset; the queue's backoff shapes retries.
+func TestQueueDefaultsAndBackoff(t *testing.T) {
+	b := setup(t)
+	now := at("2030-01-01T10:00:00Z")
+	c := pinnedClock(t, b, now)
+	c.exec(`select pgrun.set_queue('slow', default_max_attempts => 3, default_timeout => '2 minutes', backoff_base => '1 minute')`)
+	var maxAttempts int
+	var timeout time.Duration
+	c.queryRow(`select max_attempts, timeout from pgrun.enqueue_job('noop', queue => 'slow')`, nil, &maxAttempts, &timeout)
+	require.Equal(t, 3, maxAttempts)
+	require.Equal(t, 2*time.Minute, timeout)
+	c.queryRow(`select max_attempts from pgrun.enqueue_job('noop', queue => 'slow', max_attempts => 9)`, nil, &maxAttempts)
+	require.Equal(t, 9, maxAttempts, "the job's own setting wins")
+	var id int64
+	var attempt int
+	c.queryRow(`select id, attempt from pgrun.claim_jobs('slow', 'w', 1)`, nil, &id, &attempt)
+	var runAt time.Time
+	c.queryRow(`select run_at from pgrun.fail_job($1, $2, '{"message": "x"}')`, []any{id, attempt}, &runAt)
+	require.GreaterOrEqual(t, runAt.Sub(now), 30*time.Second)
+	require.LessOrEqual(t, runAt.Sub(now), time.Minute)
+
+	_, err := b.pool.Exec(b.ctx, `select pgrun.set_queue('slow', reset => array['bogus'])`)
+	require.ErrorContains(t, err, "setting 'bogus' cannot be reset")
+	_, err = b.pool.Exec(b.ctx, `select pgrun.set_queue('slow', max_running => -1)`)
+	require.Equal(t, "22023", sqlState(err))
+	var mr *int
+	require.NoError(t, b.pool.QueryRow(b.ctx, `select max_running from pgrun.set_queue('slow', max_running => 4)`).Scan(&mr))
+	require.Equal(t, 4, *mr)
+	require.NoError(t, b.pool.QueryRow(b.ctx, `select max_running from pgrun.set_queue('slow', reset => array['max_running'])`).Scan(&mr))
+	require.Nil(t, mr)
+}
+

@@ -1,0 +1,129 @@
+package tests
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func at(s string) time.Time {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+// cron_next is checked against explicit instants.
+func TestCronNextAtExplicitInstants(t *testing.T) {
+	b := setup(t)
+	for _, c := range []struct {
+		expr, tz, after, want string
+	}{
+		{"*/15 * * * *", "UTC", "2030-01-01T10:07:00Z", "2030-01-01T10:15:00Z"},
+		{"*/15 * * * *", "UTC", "2030-01-01T10:15:00Z", "2030-01-01T10:30:00Z"},
+		{"5/20 * * * *", "UTC", "2030-01-01T10:26:00Z", "2030-01-01T10:45:00Z"},
+		{"0 9-17 * * mon-fri", "UTC", "2030-01-04T17:30:00Z", "2030-01-07T09:00:00Z"}, // Friday evening -> Monday
+		{"0 12 * * 7", "UTC", "2030-01-01T00:00:00Z", "2030-01-06T12:00:00Z"},          // 7 is Sunday
+		{"0 0 1 jan,jul *", "UTC", "2030-02-10T00:00:00Z", "2030-07-01T00:00:00Z"},
+		{"0 0 13 * fri", "UTC", "2030-01-01T00:00:00Z", "2030-01-04T00:00:00Z"}, // day 13 OR Friday
+		{"30 2 * * *", "Europe/Berlin", "2030-06-01T12:00:00Z", "2030-06-02T00:30:00Z"},
+		{"0 0 29 feb *", "UTC", "2030-03-01T00:00:00Z", "2032-02-29T00:00:00Z"},
+		{"@hourly", "UTC", "2030-01-01T10:07:00Z", "2030-01-01T11:00:00Z"},
+		{"@daily", "UTC", "2030-01-01T10:07:00Z", "2030-01-02T00:00:00Z"},
+		{"@weekly", "UTC", "2030-01-01T10:07:00Z", "2030-01-06T00:00:00Z"},
+		{"@monthly", "UTC", "2030-01-31T10:07:00Z", "2030-02-01T00:00:00Z"},
+		{"@yearly", "UTC", "2030-01-31T10:07:00Z", "2031-01-01T00:00:00Z"},
+		{"@every 30s", "UTC", "2030-01-01T10:07:10Z", "2030-01-01T10:07:30Z"},
+		{"@every 5 minutes", "UTC", "2030-01-01T10:07:10Z", "2030-01-01T10:10:00Z"},
+	} {
+		var got time.Time
+		require.NoError(t, b.pool.QueryRow(b.ctx, `select pgrun.cron_next($1, $2, $3)`, c.expr, at(c.after), c.tz).Scan(&got), c.expr)
+		require.Equal(t, at(c.want), got.UTC(), "%s after %s in %s", c.expr, c.after, c.tz)
+	}
+	for expr, want := range map[string]string{
+		"61 * * * *":   "cron minute field '61' is out of range",
+		"* * *":        "does not have five fields",
+		"0 0 30 feb *": "never fires",
+		"@every soon":  "has a bad interval",
+		"0 0 * * fun":  "unknown value 'fun'",
+		"*/0 * * * *":  "has a bad step",
+	} {
+		_, err := b.pool.Exec(b.ctx, `select pgrun.cron_next($1, now())`, expr)
+		require.Equal(t, "22023", sqlState(err), expr)
+		require.ErrorContains(t, err, want, expr)
+	}
+}
+
+// A due slot fires exactly once however many callers run maintain() at once; after
+// downtime the missed slots fire once, not as a storm.
+func TestScheduleFiresEachSlotOnce(t *testing.T) {
+	b := setup(t)
+	now := at("2030-01-01T10:00:30Z")
+	c := pinnedClock(t, b, now)
+	c.exec(`select pgrun.set_schedule('tick', '@every 1 minute', 'noop', '{"from": "schedule"}', queue => 'cron')`)
+	var next time.Time
+	c.queryRow(`select next_fire_at from pgrun.schedules where name = 'tick'`, nil, &next)
+	require.Equal(t, at("2030-01-01T10:01:00Z"), next.UTC())
+
+	// Eight concurrent maintainers at 10:01:05.
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conn, err := b.pool.Acquire(b.ctx)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer conn.Release()
+			tx, err := conn.Begin(b.ctx)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer tx.Rollback(b.ctx)
+			if _, err := tx.Exec(b.ctx, `select set_config('pgrun.now', '2030-01-01T10:01:05Z', true)`); err != nil {
+				t.Error(err)
+				return
+			}
+			if _, err := tx.Exec(b.ctx, `select pgrun.maintain()`); err != nil {
+				t.Error(err)
+				return
+			}
+			if err := tx.Commit(b.ctx); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	var jobs int
+	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from pgrun.jobs where queue = 'cron'`).Scan(&jobs))
+	require.Equal(t, 1, jobs)
+
+	// Down for an hour: one job for the missed slots, next slot in the future.
+	c.set(at("2030-01-01T11:01:30Z"))
+	c.exec(`select pgrun.maintain()`)
+	c.exec(`select pgrun.maintain()`)
+	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from pgrun.jobs where queue = 'cron'`).Scan(&jobs))
+	require.Equal(t, 2, jobs)
+	var last time.Time
+	c.queryRow(`select next_fire_at, last_fire_at from pgrun.schedules where name = 'tick'`, nil, &next, &last)
+	require.Equal(t, at("2030-01-01T11:02:00Z"), next.UTC())
+	require.Equal(t, at("2030-01-01T10:02:00Z"), last.UTC())
+
+	// Disabled schedules do not fire; drop removes.
+	c.exec(`select pgrun.set_schedule('tick', '@every 1 minute', 'noop', queue => 'cron', enabled => false)`)
+	c.set(at("2030-01-01T12:00:00Z"))
+	c.exec(`select pgrun.maintain()`)
+	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from pgrun.jobs where queue = 'cron'`).Scan(&jobs))
+	require.Equal(t, 2, jobs)
+	c.exec(`select pgrun.drop_schedule('tick')`)
+	_, err := b.pool.Exec(b.ctx, `select pgrun.drop_schedule('tick')`)
+	require.Equal(t, "P0002", sqlState(err))
+	_, err = b.pool.Exec(b.ctx, `select pgrun.set_schedule('x', '@daily', 'noop', timezone => 'Mars/Olympus')`)
+	require.ErrorContains(t, err, "time zone 'Mars/Olympus' is not known")
+}
