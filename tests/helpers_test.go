@@ -77,6 +77,9 @@ func newRunner(pool *pgxpool.Pool, cfg runner.Config) *runner.Runner {
 	if cfg.Queues == nil {
 		cfg.Queues = map[string]runner.QueueConfig{"default": {Workers: 8}}
 	}
+	if cfg.ShutdownGrace == 0 {
+		cfg.ShutdownGrace = 2 * time.Second // a failed test should not wait 25 s to stop
+	}
 	r := runner.New(pool, cfg)
 	runner.HandleBuiltins(r)
 	return r

@@ -1,6 +1,7 @@
 -- control.sql: the operator's switch for runners, per host and queue.
 
--- set_worker_control sets the mode of host's runners for queue ('*': every queue):
+-- set_worker_control sets the mode of host's runners for queue ('*': every queue; the
+-- most restrictive of a queue's own mode and the '*' mode applies):
 --   on     claim as usual;
 --   drain  claim nothing more and let in-flight jobs finish;
 --   off    claim nothing and cancel in-flight jobs, which are requeued without
@@ -36,8 +37,9 @@ begin
 end;
 $$;
 
--- worker_modes returns the effective mode per queue for host: the queue's own row,
--- else the host's '*' row, else on.
+-- worker_modes returns the effective mode per queue for host: the most restrictive
+-- of the queue's own row and the host's '*' row (off over drain over on), else on.
+-- claim_jobs applies the same rule.
 create or replace function pgrun.worker_modes(host text, queues text[])
 returns table (queue text, mode text)
 language sql
@@ -45,8 +47,10 @@ stable
 set search_path = pgrun, pg_catalog
 as $$
   select q, coalesce(
-    (select c.mode from pgrun.worker_control c where c.host = worker_modes.host and c.queue = q),
-    (select c.mode from pgrun.worker_control c where c.host = worker_modes.host and c.queue = '*'),
+    (select c.mode from pgrun.worker_control c
+     where c.host = worker_modes.host and c.queue in (q, '*')
+     order by array_position(array['off', 'drain', 'on'], c.mode)
+     limit 1),
     'on')
   from unnest(queues) q
 $$;
