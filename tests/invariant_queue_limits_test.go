@@ -182,4 +182,3 @@ func TestQueueDefaultsAndBackoff(t *testing.T) {
 	require.NoError(t, b.pool.QueryRow(b.ctx, `select max_running from pgrun.set_queue('slow', reset => array['max_running'])`).Scan(&mr))
 	require.Nil(t, mr)
 }
-
