@@ -3,6 +3,9 @@ package tests
 import (
 	"context"
 	"fmt"
+	"net/url"
+	"os"
+	"strconv"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -79,4 +82,70 @@ func BenchmarkClaimComplete(b *testing.B) {
 			b.ReportMetric(float64(jobs)/b.Elapsed().Seconds(), "jobs/s")
 		})
 	}
+}
+
+// BenchmarkClaimCompleteWithHistory compares claim+complete (batches of 100) on a
+// table with no history against one holding 5 million finished jobs: the partial
+// claim and running indexes keep history out of the hot path. Seeding takes a minute
+// or so; set PGRUN_BENCH_HISTORY to change the number of finished rows.
+func BenchmarkClaimCompleteWithHistory(b *testing.B) {
+	history := 5_000_000
+	if v := os.Getenv("PGRUN_BENCH_HISTORY"); v != "" {
+		n, err := strconv.Atoi(v)
+		require.NoError(b, err)
+		history = n
+	}
+	for _, rows := range []int{0, history} {
+		b.Run(fmt.Sprintf("finished=%d", rows), func(b *testing.B) {
+			ctx := context.Background()
+			url := testdb.URL(b)
+			pool := testdb.PoolFor(b, url)
+			if rows > 0 {
+				seedFinished(b, url, rows)
+			}
+			backlog := max(b.N, 1) * 100
+			for done := 0; done < backlog; done += 5000 {
+				specs := make([]pgrun.JobSpec, min(5000, backlog-done))
+				for i := range specs {
+					specs[i] = pgrun.JobSpec{Kind: "noop"}
+				}
+				_, err := pgrun.EnqueueMany(ctx, pool, specs)
+				require.NoError(b, err)
+			}
+			_, err := pool.Exec(ctx, `analyze pgrun.jobs`)
+			require.NoError(b, err)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				_, err := pool.Exec(ctx, `select pgrun.complete_jobs(array_agg(id), array_agg(attempt))
+					from pgrun.claim_jobs('default', 'bench', 100)`)
+				require.NoError(b, err)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.N*100)/b.Elapsed().Seconds(), "jobs/s")
+		})
+	}
+}
+
+// seedFinished inserts n succeeded jobs spread over the last week, as the server's
+// own user with triggers off (the enqueue trigger would refuse finished rows).
+func seedFinished(b *testing.B, testURL string, n int) {
+	b.Helper()
+	admin, err := url.Parse(testdb.ServerURL())
+	require.NoError(b, err)
+	u, err := url.Parse(testURL)
+	require.NoError(b, err)
+	admin.Path = u.Path
+	conn, err := pgx.Connect(context.Background(), admin.String())
+	require.NoError(b, err)
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(context.Background(), `set session_replication_role = replica`)
+	require.NoError(b, err)
+	_, err = conn.Exec(context.Background(), `
+		insert into pgrun.jobs (kind, queue, args, status, attempt, max_attempts, run_at, created_at,
+		                        started_at, finished_at, claimed_by, result)
+		select 'noop', 'default', '{}', 'succeeded', 1, 25, t, t, t, t + interval '5 ms', 'seed', null
+		from (select now() - (i * interval '100 ms') as t from generate_series(1, $1) i) s`, n)
+	require.NoError(b, err)
+	_, err = conn.Exec(context.Background(), `vacuum analyze pgrun.jobs`)
+	require.NoError(b, err)
 }
