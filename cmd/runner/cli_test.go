@@ -190,3 +190,47 @@ func TestWorkflowCommands(t *testing.T) {
 	_, err = c.run("workflow", "define", bad)
 	require.ErrorContains(t, err, "node a is on a dependency cycle")
 }
+
+func TestOperationsCommands(t *testing.T) {
+	c, pool := newCLI(t)
+	out, err := c.run("schedule", "set", "tick", "@every 30s", "noop", `{"a": 1}`, "--queue", "cron")
+	require.NoError(t, err)
+	require.Contains(t, out, "schedule tick set; next fire")
+	out, err = c.run("schedule", "list")
+	require.NoError(t, err)
+	require.Contains(t, out, "tick")
+	require.Contains(t, out, "@every 30s")
+	_, err = c.run("schedule", "set", "bad", "61 * * * *", "noop")
+	require.ErrorContains(t, err, "cron minute field '61' is out of range")
+	out, err = c.run("schedule", "rm", "tick")
+	require.NoError(t, err)
+	require.Equal(t, "schedule tick removed\n", out)
+	_, err = c.run("schedule", "rm", "tick")
+	require.ErrorContains(t, err, "schedule 'tick' does not exist")
+
+	out, err = c.run("queue", "pause", "images")
+	require.NoError(t, err)
+	require.Equal(t, "queue images paused\n", out)
+	require.Equal(t, 1, count(t, pool, `select count(*) from pgrun.queues where name = 'images' and paused`))
+	out, err = c.run("queue", "resume", "images")
+	require.NoError(t, err)
+	require.Equal(t, "queue images running\n", out)
+
+	out, err = c.run("control", "box-1", "*", "drain")
+	require.NoError(t, err)
+	require.Equal(t, "host box-1 queue *: drain\n", out)
+	_, err = c.run("control", "box-1", "*", "sideways")
+	require.ErrorContains(t, err, "worker control mode 'sideways' is not valid")
+
+	for range 3 {
+		_, err := c.run("enqueue", "resize", "--queue", "images", "--max-attempts", "1")
+		require.NoError(t, err)
+	}
+	_, err = pool.Exec(context.Background(), `select pgrun.fail_job(id, attempt, '{"message": "x"}') from pgrun.claim_jobs('images', 'w', 10)`)
+	require.NoError(t, err)
+	out, err = c.run("retry", "--kind", "resize", "--queue", "images")
+	require.NoError(t, err)
+	require.Equal(t, "3 failed jobs queued again\n", out)
+	_, err = c.run("retry")
+	require.ErrorContains(t, err, "give a job ID, or --kind and/or --queue")
+}
