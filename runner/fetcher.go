@@ -150,7 +150,7 @@ func (f *fetcher) claim(ctx context.Context, n int) ([]*pgrun.Job, error) {
 		ctx := cctx
 		rows, err := f.r.pool.Query(ctx, `select `+pgrun.JobColumns+`
 			from pgrun.claim_jobs($1, $2, $3, $4, $5)`,
-			f.queue, f.r.cfg.WorkerID, n, f.r.cfg.Lease, f.r.models())
+			f.queue, f.r.cfg.WorkerID, n, f.r.leaseArg(), f.r.models())
 		if err != nil {
 			return err
 		}

@@ -11,13 +11,13 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// renewLoop keeps this runner's claims alive: every Lease/3 one round trip renews the
+// renewLoop keeps this runner's claims alive: every renewEvery one round trip renews the
 // leases of every running job, sends the beats handlers recorded, and heartbeats the
-// worker row. A job whose lease did not renew is no longer ours; its handler's
+// worker row (every DefaultLease/3 when the lease is left to the queues). A job whose lease did not renew is no longer ours; its handler's
 // context is cancelled with ErrLeaseLost.
 func (r *Runner) renewLoop(ctx context.Context) {
 	r.heartbeat(ctx, "running")
-	t := time.NewTicker(r.cfg.Lease / 3)
+	t := time.NewTicker(r.renewEvery())
 	defer t.Stop()
 	for {
 		select {
@@ -45,7 +45,7 @@ func (r *Runner) renew(ctx context.Context) {
 	b := &pgx.Batch{}
 	var held map[int64]bool
 	if len(ids) > 0 {
-		b.Queue(`select pgrun.renew_leases($1, $2, $3)`, r.cfg.WorkerID, ids, r.cfg.Lease).Query(
+		b.Queue(`select pgrun.renew_leases($1, $2, $3)`, r.cfg.WorkerID, ids, r.leaseArg()).Query(
 			func(rows pgx.Rows) error {
 				got, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 				held = make(map[int64]bool, len(got))
@@ -78,7 +78,7 @@ func (r *Runner) renew(ctx context.Context) {
 func (r *Runner) queueHeartbeat(b *pgx.Batch, state string) {
 	b.Queue(`select pgrun.worker_heartbeat($1, $2, $3, $4, $5, $6, $7, $8)`,
 		r.cfg.WorkerID, r.cfg.Host, os.Getpid(), r.queueNames(),
-		r.models(), r.cfg.Version, state, r.cfg.Lease/3)
+		r.models(), r.cfg.Version, state, r.renewEvery())
 }
 
 // heartbeat records the worker's state on its own.

@@ -67,6 +67,8 @@ type Config struct {
 	// default os.Hostname().
 	Host string
 	// Lease is how long a claim is held without renewal; renewed every Lease/3.
+	// Zero leaves it to each queue's default_lease (pgrun.set_queue), else
+	// DefaultLease, with renewal every DefaultLease/3.
 	Lease time.Duration
 	// PollInterval is how often each queue is polled even without a notification.
 	PollInterval time.Duration
@@ -121,8 +123,8 @@ func New(pool *pgxpool.Pool, cfg Config) *Runner {
 	if cfg.WorkerID == "" {
 		cfg.WorkerID = fmt.Sprintf("%s:%d:%04x", cfg.Host, os.Getpid(), rand.N(1<<16))
 	}
-	if cfg.Lease <= 0 {
-		cfg.Lease = DefaultLease
+	if cfg.Lease < 0 {
+		cfg.Lease = 0
 	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = DefaultPollInterval
@@ -152,6 +154,23 @@ func New(pool *pgxpool.Pool, cfg Config) *Runner {
 	}
 	r.jobCtx, r.cancelJob = context.WithCancel(context.Background())
 	return r
+}
+
+// leaseArg is the lease passed to claim_jobs and renew_leases: nil lets each queue's
+// default_lease apply.
+func (r *Runner) leaseArg() *time.Duration {
+	if r.cfg.Lease == 0 {
+		return nil
+	}
+	return &r.cfg.Lease
+}
+
+// renewEvery is how often leases are renewed and the worker heartbeats.
+func (r *Runner) renewEvery() time.Duration {
+	if r.cfg.Lease == 0 {
+		return DefaultLease / 3
+	}
+	return r.cfg.Lease / 3
 }
 
 // queueNames lists the queues this runner serves, sorted.

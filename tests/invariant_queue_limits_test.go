@@ -182,3 +182,24 @@ func TestQueueDefaultsAndBackoff(t *testing.T) {
 	require.NoError(t, b.pool.QueryRow(b.ctx, `select max_running from pgrun.set_queue('slow', reset => array['max_running'])`).Scan(&mr))
 	require.Nil(t, mr)
 }
+
+// A claim without a lease takes the queue's default_lease; renewals too.
+func TestQueueDefaultLease(t *testing.T) {
+	b := setup(t)
+	now := at("2030-01-01T10:00:00Z")
+	c := pinnedClock(t, b, now)
+	c.exec(`select pgrun.set_queue('long', default_lease => '5 minutes')`)
+	c.exec(`select pgrun.enqueue_job('noop', queue => 'long')`)
+	var until time.Time
+	c.queryRow(`select lease_expires_at from pgrun.claim_jobs('long', 'w', 1)`, nil, &until)
+	require.Equal(t, now.Add(5*time.Minute), until.UTC())
+	c.set(now.Add(time.Minute))
+	c.exec(`select pgrun.renew_leases('w')`)
+	c.queryRow(`select lease_expires_at from pgrun.jobs where queue = 'long'`, nil, &until)
+	require.Equal(t, now.Add(6*time.Minute), until.UTC())
+	c.exec(`select pgrun.enqueue_job('noop')`)
+	c.queryRow(`select lease_expires_at from pgrun.claim_jobs('default', 'w', 1)`, nil, &until)
+	require.Equal(t, now.Add(time.Minute+30*time.Second), until.UTC(), "no queue default: 30 seconds")
+	_, err := b.pool.Exec(b.ctx, `select pgrun.set_queue('long', default_lease => '5 seconds')`)
+	require.ErrorContains(t, err, "too short")
+}

@@ -4,7 +4,8 @@
 
 -- claim_jobs claims up to n due jobs of one queue for worker, in priority, run_at, id
 -- order, and returns them running with attempt incremented (the new attempt is the
--- claim token every later transition must present) and a lease of the given length.
+-- claim token every later transition must present) and a lease of the given length
+-- (NULL: the queue's default_lease, else 30 seconds).
 -- Rows locked by another claimer are skipped (FOR UPDATE SKIP LOCKED), so concurrent
 -- claimers never block each other and never receive the same job. Returns no rows
 -- for a paused queue, for a worker whose host an operator set to drain or off for the
@@ -22,11 +23,12 @@
 -- the row until commit. The outer UPDATE deliberately repeats no status filter: with
 -- one, the planner may fetch the ids through the partial claim index (id is its last
 -- column) and scan the whole backlog per claim.
+drop function if exists pgrun.claim_jobs(text, text, integer, interval, text[]);
 create or replace function pgrun.claim_jobs(
   queue   text,
   worker  text,
   n       integer default 1,
-  lease   interval default interval '30 seconds',
+  lease   interval default null,
   models  text[] default null
 )
 returns setof pgrun.jobs
@@ -53,12 +55,13 @@ begin
     raise exception 'claim size % is not valid', coalesce(n::text, 'NULL')
       using errcode = '22023', hint = 'Claim 1 to 10000 jobs per call.';
   end if;
-  if lease is null or lease <= interval '0' then
-    raise exception 'lease % is not positive', coalesce(lease::text, 'NULL')
-      using errcode = '22023', hint = 'Pass a lease such as ''30 seconds''.';
+  if lease <= interval '0' then
+    raise exception 'lease % is not positive', lease
+      using errcode = '22023', hint = 'Pass a lease such as ''30 seconds'', or NULL for the queue''s default.';
   end if;
 
   select * into q from pgrun.queues x where x.name = claim_jobs.queue;
+  lease := coalesce(lease, q.default_lease, interval '30 seconds');
   if q.paused then
     return;
   end if;
@@ -143,15 +146,16 @@ begin
 end;
 $$;
 
--- renew_leases extends the leases of worker's running jobs to now + lease and
--- returns the ids it extended. With ids NULL every running job of the worker is
+-- renew_leases extends the leases of worker's running jobs to now + lease (NULL: each
+-- job's queue default_lease, else 30 seconds) and returns the ids it extended. With ids NULL every running job of the worker is
 -- renewed; with ids, only those. An id the worker asked for but did not get back is
 -- no longer its to run (cancelled, reclaimed after its lease ran out, finished
 -- elsewhere): the runner cancels that job's context.
+drop function if exists pgrun.renew_leases(text, bigint[], interval);
 create or replace function pgrun.renew_leases(
   worker  text,
   ids     bigint[] default null,
-  lease   interval default interval '30 seconds'
+  lease   interval default null
 )
 returns setof bigint
 language plpgsql
@@ -159,13 +163,14 @@ set search_path = pgrun, pg_catalog
 as $$
 #variable_conflict use_column
 begin
-  if lease is null or lease <= interval '0' then
-    raise exception 'lease % is not positive', coalesce(lease::text, 'NULL')
-      using errcode = '22023', hint = 'Pass a lease such as ''30 seconds''.';
+  if lease <= interval '0' then
+    raise exception 'lease % is not positive', lease
+      using errcode = '22023', hint = 'Pass a lease such as ''30 seconds'', or NULL for each queue''s default.';
   end if;
   return query
   update pgrun.jobs j
-  set lease_expires_at = pgrun.clock() + lease
+  set lease_expires_at = pgrun.clock() + coalesce(lease,
+        (select q.default_lease from pgrun.queues q where q.name = j.queue), interval '30 seconds')
   where j.status = 'running' and j.claimed_by = worker
     and (ids is null or j.id = any (ids))
   returning j.id;

@@ -44,17 +44,21 @@ $$;
 --   max_running        at most this many of the queue's jobs run at once, across runners
 --   rate_limit         at most this many starts per rate_period (default 1 second)
 --   concurrency_limit  at most this many running jobs per concurrency_key
+--   default_lease      the claim lease when the claimer passes none (at least 15 s:
+--                      runners renew every 10 s)
 --   default_timeout, default_max_attempts   for jobs enqueued without their own
 --   backoff_base, backoff_max               retry delays (default 1 second, 1 hour)
 --   retention          how long finished jobs are kept (maintain's default otherwise)
 --   archive            move pruned jobs to pgrun.jobs_archive instead of deleting them
 -- Returns the queue.
+drop function if exists pgrun.set_queue(text, integer, integer, interval, integer, interval, integer, interval, interval, interval, boolean, text[]);
 create or replace function pgrun.set_queue(
   name                  text,
   max_running           integer default null,
   rate_limit            integer default null,
   rate_period           interval default null,
   concurrency_limit     integer default null,
+  default_lease         interval default null,
   default_timeout       interval default null,
   default_max_attempts  integer default null,
   backoff_base          interval default null,
@@ -74,16 +78,20 @@ declare
 begin
   perform pgrun.queue_row(name);
   foreach k in array coalesce(reset, '{}') loop
-    if k <> all (array['max_running', 'rate_limit', 'concurrency_limit', 'default_timeout',
+    if k <> all (array['max_running', 'rate_limit', 'concurrency_limit', 'default_lease', 'default_timeout',
                        'default_max_attempts', 'backoff_base', 'backoff_max', 'retention']) then
       raise exception 'setting % cannot be reset', quote_literal(k)
-        using errcode = '22023', hint = 'Reset one of max_running, rate_limit, concurrency_limit, default_timeout, default_max_attempts, backoff_base, backoff_max, retention.';
+        using errcode = '22023', hint = 'Reset one of max_running, rate_limit, concurrency_limit, default_lease, default_timeout, default_max_attempts, backoff_base, backoff_max, retention.';
     end if;
   end loop;
   if max_running < 0 or rate_limit < 0 or concurrency_limit < 1 or default_max_attempts < 1 then
     raise exception 'queue % limits must not be negative (max_running %, rate_limit %, concurrency_limit %, default_max_attempts %)',
       name, max_running, rate_limit, concurrency_limit, default_max_attempts
       using errcode = '22023', hint = 'Use 0 or more for max_running and rate_limit, 1 or more for concurrency_limit and default_max_attempts.';
+  end if;
+  if default_lease < interval '15 seconds' then
+    raise exception 'default_lease % of queue % is too short', default_lease, name
+      using errcode = '22023', hint = 'Use 15 seconds or more: runners renew leases every 10 seconds.';
   end if;
   perform pgrun.check_positive_interval('rate_period', rate_period);
   perform pgrun.check_positive_interval('default_timeout', default_timeout);
@@ -95,6 +103,7 @@ begin
     rate_limit = case when 'rate_limit' = any (reset) then null else coalesce(set_queue.rate_limit, x.rate_limit) end,
     rate_period = coalesce(set_queue.rate_period, x.rate_period),
     concurrency_limit = case when 'concurrency_limit' = any (reset) then null else coalesce(set_queue.concurrency_limit, x.concurrency_limit) end,
+    default_lease = case when 'default_lease' = any (reset) then null else coalesce(set_queue.default_lease, x.default_lease) end,
     default_timeout = case when 'default_timeout' = any (reset) then null else coalesce(set_queue.default_timeout, x.default_timeout) end,
     default_max_attempts = case when 'default_max_attempts' = any (reset) then null else coalesce(set_queue.default_max_attempts, x.default_max_attempts) end,
     backoff_base = case when 'backoff_base' = any (reset) then null else coalesce(set_queue.backoff_base, x.backoff_base) end,

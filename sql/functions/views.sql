@@ -54,11 +54,11 @@ select j.id, j.queue, j.kind, j.status, j.attempt, j.failures, j.max_attempts,
 from pgrun.jobs j
 where j.status in ('running', 'waiting');
 
--- worker_status lists registered runners, how long since each was seen, and how many
--- jobs each holds.
+-- worker_status lists registered runners, how long since each was seen, whether
+-- maintain() flagged them dead, and how many jobs each holds.
 create or replace view pgrun.worker_status as
 select w.id, w.host, w.pid, w.state, w.queues, w.models, w.version, w.started_at,
-       w.last_seen, now() - w.last_seen as since_seen,
+       w.last_seen, now() - w.last_seen as since_seen, w.cadence, w.flagged_dead_at,
        (select count(*) from pgrun.jobs j where j.status = 'running' and j.claimed_by = w.id) as running
 from pgrun.workers w;
 
