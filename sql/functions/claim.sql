@@ -9,8 +9,14 @@
 -- Rows locked by another claimer are skipped (FOR UPDATE SKIP LOCKED), so concurrent
 -- claimers never block each other and never receive the same job. Returns no rows
 -- for a paused queue, for a worker whose host an operator set to drain or off for the
--- queue, or when nothing is due. With models, jobs whose model is warm on this worker
--- are taken first.
+-- queue, or when nothing is due.
+--
+-- Model affinity: models lists what is warm on this worker (it is recorded in
+-- pgrun.workers). Jobs whose model is warm here are taken first; a job whose model is
+-- warm on another live worker is left to that worker for the queue's warm_wait
+-- (default 5 seconds) after it became due, then anyone may take it, so nothing
+-- starves; a job with model_required goes only to a worker that has the model warm or
+-- lists it as servable.
 --
 -- A queue with max_running, rate_limit or concurrency_limit takes its row lock first,
 -- so that the limits hold exactly across concurrent claimers; queues without limits
@@ -45,6 +51,8 @@ declare
   v_running integer;
   q         pgrun.queues;
   v_ids     bigint[];
+  v_servable text[];
+  v_wait    interval;
 begin
   perform pgrun.check_queue_name(queue);
   if worker is null or worker = '' then
@@ -69,6 +77,12 @@ begin
              where w.id = worker and c.queue in (claim_jobs.queue, '*') and c.mode <> 'on') then
     return;
   end if;
+  -- Model affinity: advertise what is warm here (written only when it changed) and
+  -- read what this worker can serve.
+  update pgrun.workers w set models = coalesce(claim_jobs.models, '{}')
+  where w.id = worker and w.models is distinct from coalesce(claim_jobs.models, '{}');
+  select w.servable into v_servable from pgrun.workers w where w.id = worker;
+  v_wait := coalesce(q.warm_wait, interval '5 seconds');
 
   if q.max_running is not null or q.rate_limit is not null or q.concurrency_limit is not null then
     select * into q from pgrun.queues x where x.name = claim_jobs.queue for update;
@@ -126,7 +140,9 @@ begin
       where j.id = any (array(
           select c.id from pgrun.jobs c
           where c.status = 'queued' and c.queue = claim_jobs.queue and c.run_at <= v_now
-            and (not v_warm or c.model = any (models))
+            and (case when v_warm then c.model = any (models)
+                      else c.model is null
+                           or pgrun.may_take_cold(c, worker, models, v_servable, v_now, v_wait) end)
           order by c.priority, c.run_at, c.id
           limit v_left
           for update skip locked))
@@ -175,4 +191,27 @@ begin
     and (ids is null or j.id = any (ids))
   returning j.id;
 end;
+$$;
+
+-- may_take_cold decides whether worker may take job c in the pass over jobs whose
+-- model is not warm here (see claim_jobs).
+create or replace function pgrun.may_take_cold(
+  c         pgrun.jobs,
+  worker    text,
+  models    text[],
+  servable  text[],
+  v_now     timestamptz,
+  warm_wait interval
+)
+returns boolean
+language sql
+stable
+set search_path = pgrun, pg_catalog
+as $$
+  select c.model is null
+      or ((not c.model_required or c.model = any (coalesce(servable, '{}')) or c.model = any (coalesce(models, '{}')))
+          and (c.run_at <= v_now - warm_wait
+               or not exists (select 1 from pgrun.workers w
+                              where w.id <> worker and c.model = any (w.models) and w.state = 'running'
+                                and w.flagged_dead_at is null and w.last_seen > v_now - 3 * w.cadence)))
 $$;

@@ -50,8 +50,10 @@ $$;
 --   backoff_base, backoff_max               retry delays (default 1 second, 1 hour)
 --   retention          how long finished jobs are kept (maintain's default otherwise)
 --   archive            move pruned jobs to pgrun.jobs_archive instead of deleting them
+--   warm_wait          how long a job is left for a worker with its model warm (5 s)
 -- Returns the queue.
 drop function if exists pgrun.set_queue(text, integer, integer, interval, integer, interval, integer, interval, interval, interval, boolean, text[]);
+drop function if exists pgrun.set_queue(text, integer, integer, interval, integer, interval, interval, integer, interval, interval, interval, boolean, text[]);
 create or replace function pgrun.set_queue(
   name                  text,
   max_running           integer default null,
@@ -65,7 +67,8 @@ create or replace function pgrun.set_queue(
   backoff_max           interval default null,
   retention             interval default null,
   archive               boolean default null,
-  reset                 text[] default '{}'
+  reset                 text[] default '{}',
+  warm_wait             interval default null
 )
 returns pgrun.queues
 language plpgsql
@@ -79,7 +82,7 @@ begin
   perform pgrun.queue_row(name);
   foreach k in array coalesce(reset, '{}') loop
     if k <> all (array['max_running', 'rate_limit', 'concurrency_limit', 'default_lease', 'default_timeout',
-                       'default_max_attempts', 'backoff_base', 'backoff_max', 'retention']) then
+                       'default_max_attempts', 'backoff_base', 'backoff_max', 'retention', 'warm_wait']) then
       raise exception 'setting % cannot be reset', quote_literal(k)
         using errcode = '22023', hint = 'Reset one of max_running, rate_limit, concurrency_limit, default_lease, default_timeout, default_max_attempts, backoff_base, backoff_max, retention.';
     end if;
@@ -98,6 +101,7 @@ begin
   perform pgrun.check_positive_interval('backoff_base', backoff_base);
   perform pgrun.check_positive_interval('backoff_max', backoff_max);
   perform pgrun.check_positive_interval('retention', retention);
+  perform pgrun.check_positive_interval('warm_wait', warm_wait);
   update pgrun.queues x set
     max_running = case when 'max_running' = any (reset) then null else coalesce(set_queue.max_running, x.max_running) end,
     rate_limit = case when 'rate_limit' = any (reset) then null else coalesce(set_queue.rate_limit, x.rate_limit) end,
@@ -110,6 +114,7 @@ begin
     backoff_max = case when 'backoff_max' = any (reset) then null else coalesce(set_queue.backoff_max, x.backoff_max) end,
     retention = case when 'retention' = any (reset) then null else coalesce(set_queue.retention, x.retention) end,
     archive = coalesce(set_queue.archive, x.archive),
+    warm_wait = case when 'warm_wait' = any (reset) then null else coalesce(set_queue.warm_wait, x.warm_wait) end,
     updated_at = now()
   where x.name = set_queue.name
   returning x.* into r;

@@ -150,7 +150,9 @@ begin
     ),
     events as (delete from pgrun.job_events e using victims v where e.job_id = v.id),
     gone as (delete from pgrun.jobs j using victims v where j.id = v.id returning j.*),
-    archived as (insert into pgrun.jobs_archive select g.*, v_now from gone g where qr.archive)
+    archived as (insert into pgrun.jobs_archive (id, queue, kind, status, finished_at, archived_at, job)
+                 select g.id, g.queue, g.kind, g.status, g.finished_at, v_now, to_jsonb(g)
+                 from gone g where qr.archive)
     select count(*) into v_n from gone;
     v_pruned := v_pruned + v_n;
   end loop;

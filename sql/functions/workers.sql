@@ -5,6 +5,7 @@
 -- worker silent for three cadences while holding jobs is flagged dead by maintain()).
 -- A heartbeat clears the dead flag. Returns the time recorded.
 drop function if exists pgrun.worker_heartbeat(text, text, integer, text[], text[], text, text);
+drop function if exists pgrun.worker_heartbeat(text, text, integer, text[], text[], text, text, interval);
 create or replace function pgrun.worker_heartbeat(
   id       text,
   host     text,
@@ -13,7 +14,8 @@ create or replace function pgrun.worker_heartbeat(
   models   text[] default '{}',
   version  text default null,
   state    text default 'running',
-  cadence  interval default interval '10 seconds'
+  cadence  interval default interval '10 seconds',
+  servable text[] default '{}'
 )
 returns timestamptz
 language plpgsql
@@ -32,15 +34,16 @@ begin
       using errcode = '22023', hint = 'Use running, draining or stopped.';
   end if;
   perform pgrun.check_positive_interval('cadence', cadence);
-  insert into pgrun.workers as w (id, host, pid, queues, models, version, state, started_at, last_seen, cadence)
+  insert into pgrun.workers as w (id, host, pid, queues, models, version, state, started_at, last_seen, cadence, servable)
   values (worker_heartbeat.id, worker_heartbeat.host, worker_heartbeat.pid,
           coalesce(worker_heartbeat.queues, '{}'), coalesce(worker_heartbeat.models, '{}'),
           worker_heartbeat.version, worker_heartbeat.state, v_now, v_now,
-          coalesce(worker_heartbeat.cadence, interval '10 seconds'))
+          coalesce(worker_heartbeat.cadence, interval '10 seconds'), coalesce(worker_heartbeat.servable, '{}'))
   on conflict (id) do update
     set host = excluded.host, pid = excluded.pid, queues = excluded.queues,
         models = excluded.models, version = excluded.version, state = excluded.state,
-        last_seen = excluded.last_seen, cadence = excluded.cadence, flagged_dead_at = null;
+        last_seen = excluded.last_seen, cadence = excluded.cadence, flagged_dead_at = null,
+        servable = excluded.servable;
   return v_now;
 end;
 $$;

@@ -24,9 +24,18 @@ create index jobs_running_key_idx on pgrun.jobs (concurrency_key)
 create index jobs_unique_key_recent_idx on pgrun.jobs (unique_key, finished_at)
   where unique_key is not null and finished_at is not null;
 
--- jobs_archive receives pruned jobs of queues with archive = true.
-create table pgrun.jobs_archive (like pgrun.jobs);
-alter table pgrun.jobs_archive add column archived_at timestamptz not null default now();
+-- jobs_archive receives pruned jobs of queues with archive = true: the searchable
+-- columns, and the whole row as JSON (so later columns need no archive migration).
+create table pgrun.jobs_archive (
+  id           bigint primary key,
+  queue        text not null,
+  kind         text not null,
+  status       pgrun.job_status not null,
+  finished_at  timestamptz,
+  archived_at  timestamptz not null default now(),
+  job          jsonb not null
+);
+create index jobs_archive_queue_idx on pgrun.jobs_archive (queue, finished_at);
 
 create table pgrun.schedules (
   name          text primary key,
