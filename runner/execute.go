@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/gpu"
 )
 
 // execution is one attempt at one job in this runner.
@@ -20,6 +22,21 @@ type execution struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	beat   atomic.Bool
+	// lastBeat is when the handler last called Beat (unix nanoseconds, 0: never),
+	// for the stall watchdog.
+	lastBeat atomic.Int64
+	// done is closed when the handler has returned.
+	done chan struct{}
+	// cancelledAt is when ctx was cancelled (unix nanoseconds, 0: not yet).
+	cancelledAt atomic.Int64
+	// reported is set by whoever reports the outcome: the handler's goroutine, or
+	// the watchdog when it abandons the handler.
+	reported   atomic.Bool
+	f          *fetcher
+	finishOnce sync.Once
+	// models are the cache handles the handler took, released when it returns.
+	mu     sync.Mutex
+	models []*gpu.Handle
 }
 
 // reportTimeout bounds how long reporting an outcome may keep retrying through
@@ -29,7 +46,7 @@ const reportTimeout = time.Minute
 // start runs job in its own goroutine; f is told when the slot is free again.
 func (r *Runner) start(job *pgrun.Job, f *fetcher) {
 	ctx, cancel := context.WithCancelCause(r.jobCtx)
-	e := &execution{r: r, job: job, cancel: cancel}
+	e := &execution{r: r, job: job, f: f, cancel: cancel, done: make(chan struct{})}
 	ctx = context.WithValue(ctx, execKey{}, e)
 	if job.Timeout != nil && *job.Timeout > 0 {
 		var stop context.CancelFunc
@@ -39,6 +56,8 @@ func (r *Runner) start(job *pgrun.Job, f *fetcher) {
 		e.cancel = cancel
 	}
 	e.ctx = ctx
+	now := r.cfg.Watchdog.Now
+	context.AfterFunc(ctx, func() { e.cancelledAt.Store(now().UnixNano()) })
 	r.mu.Lock()
 	r.running[job.ID] = e
 	if _, gone := r.cancelled[job.ID]; gone {
@@ -48,17 +67,30 @@ func (r *Runner) start(job *pgrun.Job, f *fetcher) {
 	r.mu.Unlock()
 	r.execWG.Add(1)
 	go func() {
-		defer r.execWG.Done()
-		defer f.freed()
+		defer e.finish()
 		defer e.cancel(nil)
 		result, err := e.invoke()
-		e.report(result, err)
-		r.mu.Lock()
-		if r.running[job.ID] == e {
-			delete(r.running, job.ID)
+		close(e.done)
+		e.releaseModels()
+		if !e.reported.CompareAndSwap(false, true) {
+			return // abandoned by the watchdog, which reported already
 		}
-		r.mu.Unlock()
+		e.report(result, err)
 	}()
+}
+
+// finish frees the execution's slot, once: when the handler returns, or earlier if
+// the watchdog abandons it.
+func (e *execution) finish() {
+	e.finishOnce.Do(func() {
+		e.r.mu.Lock()
+		if e.r.running[e.job.ID] == e {
+			delete(e.r.running, e.job.ID)
+		}
+		e.r.mu.Unlock()
+		e.f.freed()
+		e.r.execWG.Done()
+	})
 }
 
 // invoke runs the handler, turning a panic into an error that carries the stack.
@@ -138,6 +170,9 @@ func (e *execution) report(result any, err error) {
 	if errors.Is(cause, ErrTimeout) {
 		err = timeoutError{limit: *e.job.Timeout}
 	}
+	if errors.Is(cause, ErrStalled) {
+		err = stalledError{after: e.r.cfg.Watchdog.StallTimeout}
+	}
 	e.fail(ctx, log, err)
 }
 
@@ -205,4 +240,43 @@ func (e *execution) progress(ctx context.Context, current, total int64) error {
 		return fmt.Errorf("progress of job %d: %w", e.job.ID, err)
 	}
 	return nil
+}
+
+// useModel gets the job's model from the cache and keeps the handle for release.
+func (e *execution) useModel(ctx context.Context) (gpu.Model, error) {
+	if e.r.cfg.Models == nil {
+		return nil, errors.New("runner: no model cache configured (Config.Models)")
+	}
+	if e.job.Model == nil || *e.job.Model == "" {
+		return nil, fmt.Errorf("runner: job %d names no model", e.job.ID)
+	}
+	before := e.r.cfg.Models.Stats().Loads
+	h, err := e.r.cfg.Models.Get(ctx, *e.job.Model)
+	if err != nil {
+		return nil, err
+	}
+	if e.r.cfg.Models.Stats().Loads != before {
+		e.r.heartbeatSoon() // advertise the newly warm model
+	}
+	e.mu.Lock()
+	e.models = append(e.models, h)
+	e.mu.Unlock()
+	return h.Model, nil
+}
+
+func (e *execution) releaseModels() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, h := range e.models {
+		h.Release()
+	}
+	e.models = nil
+}
+
+// heartbeatSoon asks the renew loop for a heartbeat now.
+func (r *Runner) heartbeatSoon() {
+	select {
+	case r.heartbeatCh <- struct{}{}:
+	default:
+	}
 }

@@ -163,5 +163,10 @@ func (f *fetcher) claim(ctx context.Context, n int) ([]*pgrun.Job, error) {
 	return jobs, nil
 }
 
-// models lists the models warm in this runner (none until a model cache is set up).
-func (r *Runner) models() []string { return nil }
+// models lists the models warm in this runner's cache.
+func (r *Runner) models() []string {
+	if r.cfg.Models == nil {
+		return nil
+	}
+	return r.cfg.Models.Loaded()
+}

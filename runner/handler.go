@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/gpu"
 )
 
 // HandlerFunc runs one claimed job and returns its result (marshalled to JSON and
@@ -41,8 +42,19 @@ func (j *Job[T]) Progress(ctx context.Context, current, total int64) error {
 
 // Beat records a sign of life without a round trip; the runner sends beats with its
 // next lease renewal. A job past its timeout that beat recently is spared by
-// maintain()'s stall rule.
-func (j *Job[T]) Beat() { j.exec.beat.Store(true) }
+// maintain()'s stall rule. Once a handler has beaten, the runner's stall watchdog
+// fails the attempt if it then goes Watchdog.StallTimeout without another beat.
+func (j *Job[T]) Beat() {
+	j.exec.beat.Store(true)
+	j.exec.lastBeat.Store(j.exec.r.cfg.Watchdog.Now().UnixNano())
+}
+
+// UseModel returns the job's model from the runner's warm cache, loading it if it is
+// not resident. The runner releases it when the handler returns. It is an error if
+// the job names no model or the runner has no cache.
+func (j *Job[T]) UseModel(ctx context.Context) (gpu.Model, error) {
+	return j.exec.useModel(ctx)
+}
 
 // Handle registers fn for jobs of kind. Args are decoded from the job's JSON args
 // into T; args that do not decode fail the job permanently, since no retry can fix

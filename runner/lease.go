@@ -26,6 +26,8 @@ func (r *Runner) renewLoop(ctx context.Context) {
 		case <-t.C:
 			r.renew(ctx)
 			r.pruneCancelled()
+		case <-r.heartbeatCh:
+			r.heartbeat(ctx, "running")
 		}
 	}
 }
@@ -76,9 +78,9 @@ func (r *Runner) renew(ctx context.Context) {
 // queueHeartbeat adds this worker's heartbeat to b. Its cadence is the renewal
 // interval: maintain() flags the worker dead after three silent cadences.
 func (r *Runner) queueHeartbeat(b *pgx.Batch, state string) {
-	b.Queue(`select pgrun.worker_heartbeat($1, $2, $3, $4, $5, $6, $7, $8)`,
+	b.Queue(`select pgrun.worker_heartbeat($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
 		r.cfg.WorkerID, r.cfg.Host, os.Getpid(), r.queueNames(),
-		r.models(), r.cfg.Version, state, r.renewEvery())
+		r.models(), r.cfg.Version, state, r.renewEvery(), r.cfg.Servable)
 }
 
 // heartbeat records the worker's state on its own.

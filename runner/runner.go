@@ -23,12 +23,14 @@ import (
 	"regexp"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/gpu"
 )
 
 // Defaults for Config fields left zero.
@@ -54,6 +56,9 @@ const (
 type QueueConfig struct {
 	// Workers is how many of the queue's jobs run at once in this runner.
 	Workers int
+	// GPU marks a queue of GPU jobs: with Workers zero it gets one slot per device
+	// (one job per device at a time), or one slot without devices (CPU fallback).
+	GPU bool
 }
 
 // Config configures a Runner. Zero fields take the defaults above.
@@ -86,6 +91,17 @@ type Config struct {
 	Logger *slog.Logger
 	// Version is recorded in pgrun.workers.
 	Version string
+	// Models is the warm model cache handlers reach through Job.UseModel. Its
+	// resident models are advertised to claim_jobs, so jobs go where their model is
+	// warm.
+	Models *gpu.Cache
+	// Servable lists the models this runner can load, for jobs that require theirs
+	// (model_required).
+	Servable []string
+	// Devices overrides the probed accelerators (gpu.Probe at Run).
+	Devices []gpu.Device
+	// Watchdog configures stall detection and abandonment; see WatchdogConfig.
+	Watchdog WatchdogConfig
 }
 
 var queueName = regexp.MustCompile(`^[a-z][a-z0-9_.-]{0,62}$`)
@@ -106,6 +122,10 @@ type Runner struct {
 	cancelled map[int64]time.Time
 	// controlCh wakes the control loop when the host's worker control changed.
 	controlCh chan struct{}
+	// heartbeatCh asks for a heartbeat now (a model was loaded or unloaded).
+	heartbeatCh chan struct{}
+	// abandoned counts handlers that ignored their cancelled context.
+	abandoned atomic.Int64
 
 	completer *completer
 	// jobCtx parents every handler's context; it is not derived from Run's ctx so
@@ -141,6 +161,7 @@ func New(pool *pgxpool.Pool, cfg Config) *Runner {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	cfg.Watchdog.defaults(cfg.Logger)
 	r := &Runner{
 		pool:     pool,
 		cfg:      cfg,
@@ -151,9 +172,21 @@ func New(pool *pgxpool.Pool, cfg Config) *Runner {
 
 		cancelled: map[int64]time.Time{},
 		controlCh: make(chan struct{}, 1),
+
+		heartbeatCh: make(chan struct{}, 1),
 	}
 	r.jobCtx, r.cancelJob = context.WithCancel(context.Background())
 	return r
+}
+
+// usesGPU reports whether any queue is a GPU queue.
+func (r *Runner) usesGPU() bool {
+	for _, q := range r.cfg.Queues {
+		if q.GPU {
+			return true
+		}
+	}
+	return false
 }
 
 // leaseArg is the lease passed to claim_jobs and renew_leases: nil lets each queue's
@@ -210,7 +243,7 @@ func (r *Runner) validate() error {
 		if !queueName.MatchString(name) {
 			return fmt.Errorf("runner: queue name %q is not valid (1 to 63 of a-z, 0-9, _ - . starting with a letter)", name)
 		}
-		if q.Workers < 1 {
+		if q.Workers < 1 && !(q.GPU && q.Workers == 0) {
 			return fmt.Errorf("runner: queue %s needs at least 1 worker, got %d", name, q.Workers)
 		}
 	}
@@ -246,9 +279,26 @@ func (r *Runner) Run(ctx context.Context) error {
 		machinery.Go(func() error { r.maintainLoop(mctx); return nil })
 	}
 
+	if r.cfg.Models != nil {
+		machinery.Go(func() error { r.cfg.Models.Run(mctx, time.Second); return nil })
+	}
+	machinery.Go(func() error { r.watchdog(mctx); return nil })
+
+	devices := r.cfg.Devices
+	if devices == nil && r.usesGPU() {
+		var err error
+		if devices, err = gpu.Probe(ctx); err != nil {
+			r.log.Warn("device probe failed; running on the CPU", "err", err)
+		}
+	}
 	claiming, cctx := errgroup.WithContext(ctx)
 	for name, q := range r.cfg.Queues {
-		f := newFetcher(r, name, q.Workers)
+		slots := q.Workers
+		if q.GPU && slots == 0 {
+			slots = max(1, len(devices))
+			r.log.Info("gpu queue slots", "queue", name, "devices", len(devices), "slots", slots)
+		}
+		f := newFetcher(r, name, slots)
 		r.mu.Lock()
 		r.fetchers[name] = f
 		r.mu.Unlock()
@@ -297,8 +347,13 @@ func (r *Runner) shutdown() {
 	stuck := slices.Collect(maps.Values(r.running))
 	r.mu.Unlock()
 	for _, e := range stuck {
+		if !e.reported.CompareAndSwap(false, true) {
+			continue
+		}
+		r.abandoned.Add(1)
 		r.log.Error("handler ignored cancellation; requeueing its job and abandoning it", "job", e.job.ID, "kind", e.job.Kind)
 		e.requeue(context.Background(), "runner shut down; handler ignored cancellation")
+		e.finish()
 	}
 }
 
