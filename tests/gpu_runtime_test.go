@@ -1,0 +1,206 @@
+package tests
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/gpu"
+	"github.com/pgrun/pgrun/internal/testdb"
+	"github.com/pgrun/pgrun/runner"
+)
+
+// sizedModel is a fake model of a fixed size.
+type sizedModel struct{ size int64 }
+
+func (m sizedModel) Size() int64  { return m.size }
+func (m sizedModel) Close() error { return nil }
+
+// affinityRun runs 60 jobs alternating two models through two runners whose caches
+// hold one model each, and returns how many model loads it took.
+func affinityRun(t *testing.T, affinity bool) int64 {
+	url := testdb.URL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	b := &bundle{ctx: ctx, pool: testdb.PoolFor(t, url), url: url}
+	_, err := b.pool.Exec(b.ctx, `select pgrun.set_queue('gpu', warm_wait => '1 minute')`)
+	require.NoError(t, err)
+	var loads atomic.Int64
+	var runs atomic.Int64
+	for _, name := range []string{"left", "right"} {
+		cache := gpu.NewCache(gpu.CacheConfig{Budgets: []int64{100}, Load: func(_ context.Context, _ string, _ int) (gpu.Model, error) {
+			loads.Add(1)
+			return sizedModel{size: 100}, nil // one model fills the device
+		}})
+		cfg := runner.Config{WorkerID: name, Queues: map[string]runner.QueueConfig{"gpu": {GPU: true}},
+			Devices: []gpu.Device{{Index: 0, Name: "fake"}}}
+		if affinity {
+			cfg.Models = cache
+		}
+		r := newRunner(b.pool, cfg)
+		runner.Handle(r, "infer", func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
+			var h *gpu.Handle
+			if affinity {
+				if _, err := j.UseModel(ctx); err != nil {
+					return nil, err
+				}
+			} else {
+				// Same cache work, but the runner does not advertise what is warm.
+				var err error
+				if h, err = cache.Get(ctx, *j.Model); err != nil {
+					return nil, err
+				}
+				defer h.Release()
+			}
+			runs.Add(1)
+			time.Sleep(2 * time.Millisecond) // stands in for inference
+			return nil, nil
+		})
+		startRunner(t, r)
+	}
+	specs := make([]pgrun.JobSpec, 60)
+	for i := range specs {
+		specs[i] = pgrun.JobSpec{Kind: "infer", Queue: "gpu", Model: []string{"m1", "m2"}[i%2]}
+	}
+	_, err = pgrun.EnqueueMany(b.ctx, b.pool, specs)
+	require.NoError(t, err)
+	eventually(t, 60*time.Second, "all inferences done", func() bool { return countStatus(t, b, pgrun.StatusSucceeded) == len(specs) })
+	require.EqualValues(t, len(specs), runs.Load())
+	return loads.Load()
+}
+
+// With two workers, two models and a mixed backlog, routing jobs to the worker that
+// has their model warm takes far fewer model loads than first-come order.
+func TestModelAffinityCutsModelLoads(t *testing.T) {
+	t.Parallel()
+	withAffinity := affinityRun(t, true)
+	firstCome := affinityRun(t, false)
+	t.Logf("model loads: %d with affinity, %d first-come", withAffinity, firstCome)
+	require.LessOrEqual(t, withAffinity, int64(6))
+	require.Greater(t, firstCome, 3*withAffinity)
+}
+
+// A job whose model is warm on another live worker is left to it for warm_wait, then
+// taken by anyone; a model_required job goes only to a worker that can serve it.
+func TestWarmWaitAndRequiredModels(t *testing.T) {
+	b := setup(t)
+	now := at("2030-01-01T10:00:00Z")
+	c := pinnedClock(t, b, now)
+	c.exec(`select pgrun.set_queue('gpu', warm_wait => '10 seconds')`)
+	c.exec(`select pgrun.worker_heartbeat('warm', 'h1', 1, '{gpu}', '{m1}')`)
+	c.exec(`select pgrun.worker_heartbeat('cold', 'h2', 2, '{gpu}', '{}', servable => '{m9}')`)
+	c.exec(`select pgrun.enqueue_job('infer', queue => 'gpu', model => 'm1')`)
+	require.Zero(t, claimCount(t, c.conn, "gpu", "cold", 10), "left for the worker with m1 warm")
+	c.set(now.Add(11 * time.Second))
+	require.Equal(t, 1, claimCount(t, c.conn, "gpu", "cold", 10), "nobody took it within warm_wait")
+
+	c.exec(`insert into pgrun.jobs (kind, queue, model, model_required) values ('infer', 'gpu', 'm2', true), ('infer', 'gpu', 'm9', true)`)
+	var model string
+	c.queryRow(`select model from pgrun.claim_jobs('gpu', 'cold', 10)`, nil, &model)
+	require.Equal(t, "m9", model, "cold can serve m9 but not m2")
+	c.queryRow(`select model from pgrun.claim_jobs('gpu', 'warm', 10, models => '{m2}')`, nil, &model)
+	require.Equal(t, "m2", model, "a worker with m2 warm takes it")
+}
+
+// A GPU queue without a worker count gets one slot per device.
+func TestGPUQueueSlotsFollowDevices(t *testing.T) {
+	b := setup(t)
+	var inFlight, peak atomic.Int32
+	release := make(chan struct{})
+	r := newRunner(b.pool, runner.Config{
+		Queues:  map[string]runner.QueueConfig{"gpu": {GPU: true}},
+		Devices: []gpu.Device{{Index: 0}, {Index: 1}},
+	})
+	runner.Handle(r, "infer", func(ctx context.Context, _ *runner.Job[struct{}]) (any, error) {
+		n := inFlight.Add(1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		defer inFlight.Add(-1)
+		<-release
+		return nil, nil
+	})
+	startRunner(t, r)
+	for range 5 {
+		_, err := pgrun.Enqueue(b.ctx, b.pool, "infer", nil, pgrun.Queue("gpu"))
+		require.NoError(t, err)
+	}
+	eventually(t, 10*time.Second, "two jobs running", func() bool { return inFlight.Load() == 2 })
+	require.Equal(t, 2, countStatus(t, b, pgrun.StatusRunning), "one job per device")
+	close(release)
+	eventually(t, 10*time.Second, "all done", func() bool { return countStatus(t, b, pgrun.StatusSucceeded) == 5 })
+	require.EqualValues(t, 2, peak.Load())
+}
+
+// fakeClock is an injectable clock for the watchdog.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (f *fakeClock) Now() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f.t }
+func (f *fakeClock) Add(d time.Duration) {
+	f.mu.Lock()
+	f.t = f.t.Add(d)
+	f.mu.Unlock()
+}
+
+// After a first beat, no beat for the stall timeout fails the attempt (stalled) and
+// cancels the handler's context. A handler that ignores its context is abandoned
+// and counted; past the threshold the runner says so (the CLI exits with
+// ExitAbandoned), and the job is reported without it.
+func TestStallWatchdogAndAbandonment(t *testing.T) {
+	b := setup(t)
+	clk := &fakeClock{t: time.Unix(1_900_000_000, 0)}
+	var tooMany atomic.Int32
+	stuck := make(chan struct{})
+	defer close(stuck)
+	r := newRunner(b.pool, runner.Config{Watchdog: runner.WatchdogConfig{
+		StallTimeout: time.Minute, AbandonAfter: 30 * time.Second, MaxAbandoned: 1,
+		Interval: 5 * time.Millisecond, Now: clk.Now,
+		OnTooManyAbandoned: func(n int) { tooMany.Store(int32(n)) },
+	}})
+	var cause atomic.Value
+	runner.Handle(r, "polite", func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
+		j.Beat()
+		<-ctx.Done()
+		cause.Store(context.Cause(ctx))
+		return nil, ctx.Err()
+	})
+	var rudeCancelled atomic.Int32
+	runner.Handle(r, "rude", func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
+		j.Beat()
+		context.AfterFunc(ctx, func() { rudeCancelled.Add(1) })
+		<-stuck // ignores ctx
+		return nil, nil
+	})
+	startRunner(t, r)
+	polite, err := pgrun.Enqueue(b.ctx, b.pool, "polite", nil, pgrun.MaxAttempts(1))
+	require.NoError(t, err)
+	eventually(t, 10*time.Second, "polite running", func() bool { return jobStatus(t, b, polite.ID) == pgrun.StatusRunning })
+	clk.Add(59 * time.Second)
+	require.Equal(t, pgrun.StatusRunning, jobStatus(t, b, polite.ID))
+	clk.Add(2 * time.Second)
+	eventually(t, 10*time.Second, "polite failed", func() bool { return jobStatus(t, b, polite.ID) == pgrun.StatusFailed })
+	j, err := pgrun.GetJob(b.ctx, b.pool, polite.ID)
+	require.NoError(t, err)
+	require.Contains(t, string(j.Error), `"class": "stalled"`)
+	require.ErrorIs(t, cause.Load().(error), runner.ErrStalled)
+
+	for i := range 2 {
+		rude, err := pgrun.Enqueue(b.ctx, b.pool, "rude", nil, pgrun.MaxAttempts(1))
+		require.NoError(t, err)
+		eventually(t, 10*time.Second, "rude running", func() bool { return jobStatus(t, b, rude.ID) == pgrun.StatusRunning })
+		clk.Add(61 * time.Second) // stall: ctx cancelled, handler ignores it
+		eventually(t, 10*time.Second, "rude cancelled", func() bool { return rudeCancelled.Load() == int32(i+1) })
+		require.Equal(t, pgrun.StatusRunning, jobStatus(t, b, rude.ID), "not abandoned yet")
+		clk.Add(31 * time.Second) // abandon
+		eventually(t, 10*time.Second, "rude reported without its handler", func() bool { return jobStatus(t, b, rude.ID) == pgrun.StatusFailed })
+		require.EqualValues(t, i+1, r.Abandoned())
+	}
+	eventually(t, 5*time.Second, "threshold reached", func() bool { return tooMany.Load() == 2 })
+}
