@@ -102,6 +102,9 @@ type Config struct {
 	Devices []gpu.Device
 	// Watchdog configures stall detection and abandonment; see WatchdogConfig.
 	Watchdog WatchdogConfig
+	// TelemetryInterval is how often the runner records a hardware sample of its
+	// host (pgrun.record_hw); 0 means DefaultTelemetryInterval, negative disables.
+	TelemetryInterval time.Duration
 }
 
 var queueName = regexp.MustCompile(`^[a-z][a-z0-9_.-]{0,62}$`)
@@ -162,6 +165,9 @@ func New(pool *pgxpool.Pool, cfg Config) *Runner {
 		cfg.Logger = slog.Default()
 	}
 	cfg.Watchdog.defaults(cfg.Logger)
+	if cfg.TelemetryInterval == 0 {
+		cfg.TelemetryInterval = DefaultTelemetryInterval
+	}
 	r := &Runner{
 		pool:     pool,
 		cfg:      cfg,
@@ -283,6 +289,9 @@ func (r *Runner) Run(ctx context.Context) error {
 		machinery.Go(func() error { r.cfg.Models.Run(mctx, time.Second); return nil })
 	}
 	machinery.Go(func() error { r.watchdog(mctx); return nil })
+	if r.cfg.TelemetryInterval > 0 {
+		machinery.Go(func() error { r.telemetryLoop(mctx); return nil })
+	}
 
 	devices := r.cfg.Devices
 	if devices == nil && r.usesGPU() {

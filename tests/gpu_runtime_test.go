@@ -204,3 +204,33 @@ func TestStallWatchdogAndAbandonment(t *testing.T) {
 	}
 	eventually(t, 5*time.Second, "threshold reached", func() bool { return tooMany.Load() == 2 })
 }
+
+// The runner samples its host into pgrun.hw_metrics and notifies pgrun_hw; the table
+// keeps an hour per host.
+func TestTelemetryIsRecordedAndBounded(t *testing.T) {
+	b := setup(t)
+	l := listenOn(t, b, "pgrun_hw")
+	r := newRunner(b.pool, runner.Config{Host: "sampled-host", TelemetryInterval: 20 * time.Millisecond})
+	startRunner(t, r)
+	eventually(t, 10*time.Second, "two samples", func() bool {
+		var n int
+		require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from pgrun.hw_metrics where host = 'sampled-host'`).Scan(&n))
+		return n >= 2
+	})
+	var total int64
+	var gpus int
+	require.NoError(t, b.pool.QueryRow(b.ctx, `select mem_total, gpu_count from pgrun.host_status where host = 'sampled-host'`).Scan(&total, &gpus))
+	require.Positive(t, total)
+	require.Zero(t, gpus, "no GPU on this machine: CPU only")
+	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+	defer cancel()
+	n, err := l.WaitForNotification(ctx)
+	require.NoError(t, err)
+	require.Contains(t, n.Payload, `"host": "sampled-host"`)
+
+	c := pinnedClock(t, b, time.Now().Add(2*time.Hour))
+	c.exec(`select pgrun.record_hw('sampled-host', 10, 1, 2, '[]')`)
+	var left int
+	c.queryRow(`select count(*) from pgrun.hw_metrics where host = 'sampled-host'`, nil, &left)
+	require.Equal(t, 1, left, "samples older than an hour are gone")
+}

@@ -15,10 +15,16 @@ import (
 // listener LISTENs on pgrun_jobs on a connection of its own.
 func listener(t *testing.T, b *bundle) *pgx.Conn {
 	t.Helper()
+	return listenOn(t, b, "pgrun_jobs")
+}
+
+// listenOn LISTENs on channel on a connection of its own.
+func listenOn(t *testing.T, b *bundle, channel string) *pgx.Conn {
+	t.Helper()
 	conn, err := pgx.Connect(b.ctx, b.url)
 	require.NoError(t, err)
 	t.Cleanup(func() { conn.Close(context.Background()) })
-	_, err = conn.Exec(b.ctx, `listen pgrun_jobs`)
+	_, err = conn.Exec(b.ctx, `listen `+pgx.Identifier{channel}.Sanitize())
 	require.NoError(t, err)
 	return conn
 }

@@ -108,9 +108,59 @@ func newStatusCmd(g *globals) *cobra.Command {
 			if len(workers) == 0 {
 				fmt.Fprintln(tw, "(no workers registered)")
 			}
+			fmt.Fprintln(tw)
+			fmt.Fprintln(tw, "HOST\tCPU\tMEMORY\tGPUS\tSAMPLED")
+			hosts, err := pool.Query(ctx, `select host, at, coalesce(cpu_pct, 0), coalesce(mem_used, 0),
+				coalesce(mem_total, 0), gpus from pgrun.host_status order by host`)
+			if err != nil {
+				return err
+			}
+			defer hosts.Close()
+			n := 0
+			for hosts.Next() {
+				var host string
+				var at time.Time
+				var cpu float32
+				var used, total int64
+				var gpus []gpuSample
+				if err := hosts.Scan(&host, &at, &cpu, &used, &total, &gpus); err != nil {
+					return err
+				}
+				n++
+				fmt.Fprintf(tw, "%s\t%.0f%%\t%.1f/%.1f GiB\t%s\t%s ago\n", host, cpu,
+					float64(used)/(1<<30), float64(total)/(1<<30), describeGPUs(gpus), ago(at))
+			}
+			if n == 0 {
+				fmt.Fprintln(tw, "(no hardware samples)")
+			}
+			if err := hosts.Err(); err != nil {
+				return err
+			}
 			return tw.Flush()
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// gpuSample is one GPU of a hardware sample.
+type gpuSample struct {
+	Index       int    `json:"index"`
+	Name        string `json:"name"`
+	MemoryTotal int64  `json:"memory_total"`
+	MemoryUsed  int64  `json:"memory_used"`
+	Utilization int    `json:"utilization"`
+}
+
+// describeGPUs renders "0:A100 37% 1.0/40.0 GiB" per GPU, or "none".
+func describeGPUs(gpus []gpuSample) string {
+	if len(gpus) == 0 {
+		return "none (CPU)"
+	}
+	parts := make([]string, len(gpus))
+	for i, g := range gpus {
+		parts[i] = fmt.Sprintf("%d:%s %d%% %.1f/%.1f GiB", g.Index, g.Name, g.Utilization,
+			float64(g.MemoryUsed)/(1<<30), float64(g.MemoryTotal)/(1<<30))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -2,7 +2,7 @@
 -- the functions and tables as they are created, and dropped first so a new version
 -- may change their columns.
 
-drop view if exists pgrun.queue_stats, pgrun.active_jobs, pgrun.worker_status, pgrun.run_status;
+drop view if exists pgrun.queue_stats, pgrun.active_jobs, pgrun.worker_status, pgrun.run_status, pgrun.host_status;
 
 -- queue_stats answers "how is each queue doing": jobs by state (queued means due now,
 -- scheduled means queued for later), the age of the oldest due job, and what finished
@@ -70,3 +70,10 @@ select r.id as run_id, r.workflow, r.version, r.status as run_status, j.node, j.
        j.error ->> 'message' as error_message
 from pgrun.runs r
 join pgrun.jobs j on j.run_id = r.id and j.parent_id is null;
+
+-- host_status is the latest hardware sample of each host.
+create or replace view pgrun.host_status as
+select distinct on (m.host) m.host, m.at, now() - m.at as age, m.cpu_pct, m.mem_used, m.mem_total,
+       jsonb_array_length(m.gpus) as gpu_count, m.gpus
+from pgrun.hw_metrics m
+order by m.host, m.at desc;

@@ -1,5 +1,5 @@
 -- Reverses 0003_operations. Views are dropped first (the function set re-creates them).
-drop view if exists pgrun.queue_stats, pgrun.active_jobs, pgrun.worker_status, pgrun.run_status;
+drop view if exists pgrun.queue_stats, pgrun.active_jobs, pgrun.worker_status, pgrun.run_status, pgrun.host_status;
 alter table pgrun.workers drop column if exists cadence, drop column if exists flagged_dead_at;
 drop table if exists pgrun.worker_control, pgrun.schedules, pgrun.jobs_archive cascade;
 drop index if exists pgrun.jobs_unique_key_recent_idx;

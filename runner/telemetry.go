@@ -1,0 +1,38 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/pgrun/pgrun/gpu"
+)
+
+// DefaultTelemetryInterval is how often a runner samples its host: often enough to
+// watch a GPU batch, rarely enough to cost nothing.
+const DefaultTelemetryInterval = 5 * time.Second
+
+// telemetryLoop records a hardware sample of the host every TelemetryInterval
+// (pgrun.record_hw keeps an hour per host and notifies pgrun_hw).
+func (r *Runner) telemetryLoop(ctx context.Context) {
+	s := &gpu.Sampler{}
+	t := time.NewTicker(r.cfg.TelemetryInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		sample, err := s.Sample(ctx)
+		if err != nil {
+			r.log.Debug("hardware sample failed", "err", err)
+			continue
+		}
+		gpus, _ := json.Marshal(sample.GPUs)
+		if _, err := r.pool.Exec(ctx, `select pgrun.record_hw($1, $2, $3, $4, $5::jsonb)`,
+			r.cfg.Host, sample.CPUPct, sample.MemUsed, sample.MemTotal, gpus); err != nil && ctx.Err() == nil {
+			r.log.Warn("recording hardware sample failed", "err", err)
+		}
+	}
+}
