@@ -2,9 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -13,142 +14,185 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/examples/embeddings"
+	"github.com/pgrun/pgrun/gpu"
 	"github.com/pgrun/pgrun/runner"
 )
 
 func init() { commands = append(commands, newDemoCmd) }
 
 func newDemoCmd(g *globals) *cobra.Command {
-	var scale int
+	var docs, batch, queries int
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Run a mixed workload through the engine and show it working",
-		Long: `demo installs the schema if needed, enqueues a mixed workload into queues
-"default" and "images" (echo jobs, short sleeps, jobs that fail once and are retried
-with backoff, jobs that fail for good, jobs scheduled a few seconds ahead), runs it
-with an in-process runner while drawing progress, and prints a summary. The jobs stay
-in the database to inspect with psql afterwards.`,
+		Short: "Run the embeddings workflow end to end and show it working",
+		Long: `demo installs the schema (and the example's pgvector tables) if needed, defines
+the embeddings-demo workflow and starts a run: ingest --docs synthetic documents,
+embed them in batches of --batch on the gpu queue (one job per batch, the embedder
+kept warm in the model cache; CPU fallback without a GPU), evaluate KNN on --queries
+documents with the HNSW index, and write a report. It draws each node's progress
+while an in-process runner works, prints what was done and how fast, and leaves the
+data to inspect.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if scale < 1 {
-				return fmt.Errorf("--scale must be at least 1, got %d", scale)
+		RunE: g.withPool(func(cmd *cobra.Command, _ []string, pool *pgxpool.Pool) error {
+			if docs < 1 || batch < 1 || queries < 1 {
+				return fmt.Errorf("--docs, --batch and --queries must be at least 1")
 			}
 			ctx := cmd.Context()
-			pool, err := g.connect(ctx)
-			if err != nil {
-				return err
-			}
-			defer pool.Close()
 			if err := pgrun.Migrate(ctx, pool); err != nil {
 				return err
 			}
-			return demo(ctx, pool, cmd.OutOrStdout(), scale)
-		},
+			if err := embeddings.Migrate(ctx, pool); err != nil {
+				return err
+			}
+			return demo(ctx, pool, cmd.OutOrStdout(), map[string]any{
+				"docs": docs, "batch": batch, "queries": queries, "seed": time.Now().UnixNano() % 1000})
+		}),
 	}
-	cmd.Flags().IntVar(&scale, "scale", 1, "multiply the workload")
+	cmd.Flags().IntVar(&docs, "docs", 3000, "documents to ingest and embed")
+	cmd.Flags().IntVar(&batch, "batch", 100, "documents per embed job")
+	cmd.Flags().IntVar(&queries, "queries", 200, "KNN queries in the evaluation")
 	return cmd
 }
 
-// demoWorkload builds the mixed workload: what a small service might enqueue.
-func demoWorkload(scale int) []pgrun.JobSpec {
-	var specs []pgrun.JobSpec
-	for i := 0; i < 1500*scale; i++ {
-		specs = append(specs, pgrun.JobSpec{Kind: runner.KindEcho, Queue: "images",
-			Args: map[string]any{"image": fmt.Sprintf("img-%05d.png", i), "w": 64 << (i % 3)}})
-	}
-	for i := 0; i < 300*scale; i++ {
-		specs = append(specs, pgrun.JobSpec{Kind: runner.KindSleep,
-			Args: runner.SleepArgs{MS: 5 + rand.Int64N(40)}, Priority: i % 3})
-	}
-	for i := 0; i < 100*scale; i++ {
-		specs = append(specs, pgrun.JobSpec{Kind: runner.KindFail,
-			Args: runner.FailArgs{Message: "flaky upstream", Times: 1}})
-	}
-	for i := 0; i < 10*scale; i++ {
-		specs = append(specs, pgrun.JobSpec{Kind: runner.KindFail,
-			Args: runner.FailArgs{Message: "corrupt input", Permanent: true}})
-	}
-	at := time.Now().Add(2 * time.Second)
-	for i := 0; i < 20*scale; i++ {
-		specs = append(specs, pgrun.JobSpec{Kind: runner.KindEcho, RunAt: &at,
-			Args: map[string]any{"scheduled": i}})
-	}
-	rand.Shuffle(len(specs), func(i, j int) { specs[i], specs[j] = specs[j], specs[i] })
-	return specs
-}
-
-func demo(ctx context.Context, pool *pgxpool.Pool, out io.Writer, scale int) error {
-	specs := demoWorkload(scale)
-	start := time.Now()
-	jobs, err := pgrun.EnqueueMany(ctx, pool, specs)
+func demo(ctx context.Context, pool *pgxpool.Pool, out io.Writer, input map[string]any) error {
+	version, err := pgrun.DefineWorkflow(ctx, pool, embeddings.WorkflowName, embeddings.Workflow)
 	if err != nil {
 		return err
 	}
-	first, last := jobs[0].ID, jobs[0].ID
-	for _, j := range jobs {
-		first, last = min(first, j.ID), max(last, j.ID)
+	cache := gpu.NewCache(gpu.CacheConfig{Load: embeddings.Load, IdleUnload: 10 * time.Minute})
+	r := runner.New(pool, runner.Config{
+		Queues: map[string]runner.QueueConfig{"default": {Workers: 4}, "gpu": {GPU: true}},
+		Models: cache, Servable: []string{embeddings.ModelName},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	runner.HandleBuiltins(r)
+	embeddings.Register(r, pool)
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(rctx) }()
+	defer func() { stop(); <-done }()
+
+	start := time.Now()
+	run, err := pgrun.StartRun(ctx, pool, embeddings.WorkflowName, input, "")
+	if err != nil {
+		return err
 	}
-	fmt.Fprintf(out, "enqueued %d jobs (ids %d..%d) in %s\n", len(jobs), first, last, time.Since(start).Round(time.Millisecond))
-
-	stop := startQuietRunner(ctx, pool, map[string]runner.QueueConfig{"default": {Workers: 16}, "images": {Workers: 8}})
-	defer stop()
-
-	runStart := time.Now()
+	fmt.Fprintf(out, "run %d of %s v%d: %v docs, batches of %v, %v KNN queries\n",
+		run.ID, embeddings.WorkflowName, version, input["docs"], input["batch"], input["queries"])
 	tty := isTerminal(out)
-	tick := time.NewTicker(200 * time.Millisecond)
+	tick := time.NewTicker(150 * time.Millisecond)
 	defer tick.Stop()
-	lastPrint := time.Time{}
+	lines := 0
+	last := time.Time{}
 	for {
-		p, err := demoProgress(ctx, pool, first, last)
+		r, err := pgrun.GetRun(ctx, pool, run.ID)
 		if err != nil {
 			return err
 		}
-		if tty {
-			fmt.Fprintf(out, "\r%s", p.line())
-		} else if time.Since(lastPrint) >= time.Second || p.finished() {
-			fmt.Fprintln(out, p.line())
-			lastPrint = time.Now()
+		nodes, err := pgrun.RunNodes(ctx, pool, run.ID)
+		if err != nil {
+			return err
 		}
-		if p.finished() {
+		ended := r.Status != "running"
+		if tty || ended || time.Since(last) >= time.Second {
+			if tty && lines > 0 {
+				fmt.Fprintf(out, "\033[%dA", lines)
+			}
+			lines = drawNodes(out, nodes, time.Since(start), tty)
+			last = time.Now()
+		}
+		if ended {
 			break
 		}
 		select {
 		case <-ctx.Done():
-			fmt.Fprintln(out)
 			return ctx.Err()
 		case <-tick.C:
 		}
 	}
+	return demoSummary(ctx, pool, out, run.ID, cache.Stats(), time.Since(start))
+}
+
+// drawNodes prints one line per node (a bar for the map node's children) and returns
+// how many lines it printed.
+func drawNodes(out io.Writer, nodes []pgrun.RunNode, elapsed time.Duration, tty bool) int {
+	eol := "\n"
 	if tty {
-		fmt.Fprintln(out)
+		eol = "\033[K\n" // clear what a longer earlier frame left
 	}
-	return demoSummary(ctx, pool, out, first, last, time.Since(runStart))
+	for _, n := range nodes {
+		cur, total := int64(0), int64(1)
+		switch {
+		case n.ProgressTotal != nil && *n.ProgressTotal > 0:
+			cur, total = n.ProgressCurrent, *n.ProgressTotal
+		case n.Status.Finished():
+			cur = 1
+		}
+		fmt.Fprintf(out, "  %-7s %s %-10s %s%s", n.Node, bar(cur, total, 30), n.Status, progressCount(n), eol)
+	}
+	fmt.Fprintf(out, "  elapsed %s%s", elapsed.Round(10*time.Millisecond), eol)
+	return len(nodes) + 1
 }
 
-// demoCounts is the workload's state at one moment.
-type demoCounts struct {
-	total, done, running, succeeded, failed, retried int
+func progressCount(n pgrun.RunNode) string {
+	if n.ProgressTotal == nil {
+		return ""
+	}
+	return fmt.Sprintf("%d/%d batches", n.ProgressCurrent, *n.ProgressTotal)
 }
 
-func demoProgress(ctx context.Context, pool *pgxpool.Pool, first, last int64) (demoCounts, error) {
-	var c demoCounts
-	err := pool.QueryRow(ctx, `
-		select count(*),
-		       count(*) filter (where status in ('succeeded', 'failed', 'cancelled', 'skipped')),
-		       count(*) filter (where status = 'running'),
-		       count(*) filter (where status = 'succeeded'),
-		       count(*) filter (where status = 'failed'),
-		       count(*) filter (where failures > 0 and status = 'succeeded')
-		from pgrun.jobs where id between $1 and $2`, first, last).
-		Scan(&c.total, &c.done, &c.running, &c.succeeded, &c.failed, &c.retried)
-	return c, err
-}
-
-func (c demoCounts) finished() bool { return c.total > 0 && c.done == c.total }
-
-func (c demoCounts) line() string {
-	return fmt.Sprintf("%s %5d/%d done, %3d running, %4d succeeded, %3d failed, %3d retried",
-		bar(int64(c.done), int64(c.total), 30), c.done, c.total, c.running, c.succeeded, c.failed, c.retried)
+func demoSummary(ctx context.Context, pool *pgxpool.Pool, out io.Writer, runID int64, st gpu.Stats, took time.Duration) error {
+	r, err := pgrun.GetRun(ctx, pool, runID)
+	if err != nil {
+		return err
+	}
+	if r.Status != "succeeded" {
+		return fmt.Errorf("run %d ended %s: %s", runID, r.Status, compactJSON(r.Error))
+	}
+	var report struct {
+		Report struct {
+			Corpus string `json:"corpus"`
+			Docs   int    `json:"docs"`
+			KNN    struct {
+				Precision float64 `json:"precision_at_k"`
+				Queries   int     `json:"queries"`
+				K         int     `json:"k"`
+				MS        int64   `json:"ms"`
+			} `json:"knn"`
+		} `json:"report"`
+	}
+	if err := json.Unmarshal(r.Output, &report); err != nil {
+		return fmt.Errorf("run output: %w", err)
+	}
+	var embedSecs float64
+	var batches, vectors int
+	if err := pool.QueryRow(ctx, `
+		select extract(epoch from max(c.finished_at) - min(c.started_at)), count(*),
+		       (select count(*) from pgrun_examples.documents d where d.corpus = $2 and d.embedding is not null)
+		from pgrun.jobs c join pgrun.jobs p on p.id = c.parent_id
+		where p.run_id = $1 and p.node = 'embed'`, runID, report.Report.Corpus).Scan(&embedSecs, &batches, &vectors); err != nil {
+		return err
+	}
+	devices, _ := gpu.Probe(ctx)
+	where := "CPU (no GPU found: CPU fallback)"
+	if len(devices) > 0 {
+		names := make([]string, len(devices))
+		for i, d := range devices {
+			names[i] = d.Name
+		}
+		where = strings.Join(names, ", ")
+	}
+	k := report.Report.KNN
+	fmt.Fprintf(out, "\nrun %d succeeded in %s on %s\n", runID, took.Round(time.Millisecond), where)
+	fmt.Fprintf(out, "  ingested   %d documents into pgrun_examples.documents (corpus %s)\n", report.Report.Docs, report.Report.Corpus)
+	fmt.Fprintf(out, "  embedded   %d vectors of %d dimensions in %d batch jobs: %.0f docs/s\n", vectors, embeddings.Dim, batches, float64(vectors)/max(embedSecs, 0.001))
+	fmt.Fprintf(out, "  model      %s loaded %d time(s), %d warm hits, load time %s\n", embeddings.ModelName, st.Loads, st.Hits, st.LoadTime.Round(time.Millisecond))
+	fmt.Fprintf(out, "  knn        precision@%d %.3f over %d queries (HNSW, cosine) in %d ms\n", k.K, k.Precision, k.Queries, k.MS)
+	fmt.Fprintf(out, "  report     pgrun_examples.reports, corpus %s\n", report.Report.Corpus)
+	fmt.Fprintf(out, "\nInspect: psql \"$PGRUN_DATABASE_URL\" -c 'select * from pgrun.run_status where run_id = %d'\n", runID)
+	fmt.Fprintf(out, "         runner workflow status %d\n", runID)
+	return nil
 }
 
 // bar draws a text progress bar of width cells.
@@ -158,42 +202,6 @@ func bar(cur, total int64, width int) string {
 	}
 	n := int(int64(width) * min(cur, total) / total)
 	return "[" + strings.Repeat("#", n) + strings.Repeat("-", width-n) + "]"
-}
-
-func demoSummary(ctx context.Context, pool *pgxpool.Pool, out io.Writer, first, last int64, took time.Duration) error {
-	rows, err := pool.Query(ctx, `
-		select queue, kind, status::text, count(*), sum(failures)
-		from pgrun.jobs where id between $1 and $2
-		group by 1, 2, 3 order by 1, 2, 3`, first, last)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(out, "\nqueue    kind   status     jobs  failed attempts")
-	var total int
-	for rows.Next() {
-		var queue, kind, status string
-		var n, failures int
-		if err := rows.Scan(&queue, &kind, &status, &n, &failures); err != nil {
-			return err
-		}
-		total += n
-		fmt.Fprintf(out, "%-8s %-6s %-9s %5d  %5d\n", queue, kind, status, n, failures)
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	var p50, p99 float64
-	if err := pool.QueryRow(ctx, `
-		select 1000 * percentile_cont(0.5) within group (order by extract(epoch from started_at - run_at)),
-		       1000 * percentile_cont(0.99) within group (order by extract(epoch from started_at - run_at))
-		from pgrun.jobs where id between $1 and $2 and attempt = 1 and failures = 0`, first, last).Scan(&p50, &p99); err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "\n%d jobs in %s (%.0f jobs/s); time from due to started p50 %.1f ms, p99 %.1f ms\n",
-		total, took.Round(time.Millisecond), float64(total)/took.Seconds(), p50, p99)
-	fmt.Fprintf(out, "The failed jobs are dead letters by design (\"corrupt input\"); the retried ones failed once and succeeded after backoff.\n")
-	fmt.Fprintf(out, "Inspect: psql \"$PGRUN_DATABASE_URL\" -c 'select * from pgrun.queue_stats'   or   runner job %d\n", last)
-	return nil
 }
 
 // isTerminal reports whether w is a terminal, where progress redraws in place.

@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pgrun/pgrun/examples/embeddings"
+	"github.com/pgrun/pgrun/gpu"
 	"github.com/pgrun/pgrun/runner"
 )
 
@@ -47,8 +49,12 @@ exits at once (status 130); leases bring back what was left.`,
 				return err
 			}
 			defer pool.Close()
+			// The example embedder is always servable: a gpu queue can run its jobs.
+			cache := gpu.NewCache(gpu.CacheConfig{Load: embeddings.Load, IdleUnload: 10 * time.Minute})
 			r := runner.New(pool, runner.Config{
 				Queues:        qs,
+				Models:        cache,
+				Servable:      []string{embeddings.ModelName},
 				WorkerID:      workerID,
 				Lease:         lease,
 				ShutdownGrace: grace,
@@ -56,13 +62,14 @@ exits at once (status 130); leases bring back what was left.`,
 				Version:       version,
 			})
 			runner.HandleBuiltins(r)
+			embeddings.Register(r, pool)
 			for _, register := range registerHandlers {
 				register(r)
 			}
 			return r.Run(cmd.Context())
 		},
 	}
-	cmd.Flags().StringVar(&queues, "queues", "default=8", "queues to serve and their worker counts: name=N,name=N")
+	cmd.Flags().StringVar(&queues, "queues", "default=8", "queues to serve and their worker counts: name=N,name=N (N=gpu: one per device)")
 	cmd.Flags().StringVar(&workerID, "worker-id", "", "worker id (default host:pid:random)")
 	cmd.Flags().DurationVar(&grace, "grace", runner.DefaultShutdownGrace, "how long in-flight jobs may finish after SIGTERM")
 	cmd.Flags().DurationVar(&lease, "lease", runner.DefaultLease, "claim lease, renewed every lease/3")
@@ -75,7 +82,7 @@ const version = "0.1.0-dev"
 
 var queueSpecName = regexp.MustCompile(`^[a-z][a-z0-9_.-]{0,62}$`)
 
-// parseQueues reads "default=8,images=2" strictly: every part must be name=N with a
+// parseQueues reads "default=8,images=2,gpu=gpu" strictly: every part must be name=N with a
 // valid queue name and N >= 1, and no queue may appear twice.
 func parseQueues(spec string) (map[string]runner.QueueConfig, error) {
 	out := map[string]runner.QueueConfig{}
@@ -86,6 +93,10 @@ func parseQueues(spec string) (map[string]runner.QueueConfig, error) {
 		}
 		if !queueSpecName.MatchString(name) {
 			return nil, fmt.Errorf("--queues: queue name %q is not valid (1 to 63 of a-z, 0-9, _ - . starting with a letter)", name)
+		}
+		if n == "gpu" { // one slot per device
+			out[name] = runner.QueueConfig{GPU: true}
+			continue
 		}
 		workers, err := strconv.Atoi(n)
 		if err != nil || workers < 1 {
