@@ -145,6 +145,18 @@ begin
 end;
 $$;
 
+-- node_dependents lists the nodes of run r's workflow that depend directly on node.
+create or replace function pgrun.node_dependents(r pgrun.runs, node text)
+returns setof text
+language sql
+stable
+set search_path = pgrun, pg_catalog
+as $$
+  select n ->> 'name'
+  from pgrun.workflows w, jsonb_array_elements(w.spec -> 'nodes') n
+  where w.name = r.workflow and w.version = r.version and (n -> 'deps') ? node
+$$;
+
 -- node_finished releases what depends on node job j. A success (or a skip by
 -- skip_if, or any end of an optional node) counts down its dependents and readies
 -- those with nothing left to wait for. A required node that failed or was cancelled
@@ -180,10 +192,8 @@ begin
     set status = 'skipped', finished_at = v_now,
         error = jsonb_build_object('class', 'upstream_failed',
                   'message', format('upstream node %s ended %s', j.node, j.status))
-    from pgrun.workflows w, jsonb_array_elements(w.spec -> 'nodes') n
-    where w.name = r.workflow and w.version = r.version
-      and x.run_id = r.id and x.parent_id is null and x.node = n ->> 'name' and x.status = 'pending'
-      and (n -> 'deps') ? j.node;
+    where x.run_id = r.id and x.parent_id is null and x.status = 'pending'
+      and x.node in (select pgrun.node_dependents(r, j.node));
     perform pgrun.cancel_job(x.id, format('run %s failed at node %s', r.id, j.node))
     from pgrun.jobs x
     where x.run_id = r.id and x.parent_id is null and x.status in ('pending', 'queued', 'running', 'waiting');
@@ -195,10 +205,8 @@ begin
   for d in
     update pgrun.jobs x
     set deps_remaining = x.deps_remaining - 1
-    from pgrun.workflows w, jsonb_array_elements(w.spec -> 'nodes') n
-    where w.name = r.workflow and w.version = r.version
-      and x.run_id = r.id and x.parent_id is null and x.node = n ->> 'name' and x.status = 'pending'
-      and (n -> 'deps') ? j.node
+    where x.run_id = r.id and x.parent_id is null and x.status = 'pending'
+      and x.node in (select pgrun.node_dependents(r, j.node))
     returning x.*
   loop
     if d.deps_remaining = 0 then
