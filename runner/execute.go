@@ -27,7 +27,8 @@ type execution struct {
 	lastBeat atomic.Int64
 	// done is closed when the handler has returned.
 	done chan struct{}
-	// cancelledAt is when ctx was cancelled (unix nanoseconds, 0: not yet).
+	// cancelledAt is when the watchdog first saw ctx cancelled (unix nanoseconds,
+	// 0: not yet); abandonment is measured from it.
 	cancelledAt atomic.Int64
 	// reported is set by whoever reports the outcome: the handler's goroutine, or
 	// the watchdog when it abandons the handler.
@@ -56,8 +57,6 @@ func (r *Runner) start(job *pgrun.Job, f *fetcher) {
 		e.cancel = cancel
 	}
 	e.ctx = ctx
-	now := r.cfg.Watchdog.Now
-	context.AfterFunc(ctx, func() { e.cancelledAt.Store(now().UnixNano()) })
 	r.mu.Lock()
 	r.running[job.ID] = e
 	if _, gone := r.cancelled[job.ID]; gone {

@@ -163,10 +163,14 @@ func (f *fetcher) claim(ctx context.Context, n int) ([]*pgrun.Job, error) {
 	return jobs, nil
 }
 
-// models lists the models warm in this runner's cache.
+// models lists the models warm in this runner's cache; nil (not empty) without a
+// cache, so that claim_jobs skips the affinity bookkeeping.
 func (r *Runner) models() []string {
 	if r.cfg.Models == nil {
 		return nil
 	}
-	return r.cfg.Models.Loaded()
+	if m := r.cfg.Models.Loaded(); m != nil {
+		return m
+	}
+	return []string{}
 }

@@ -105,6 +105,9 @@ func (r *Runner) watch(now time.Time) {
 			r.log.Warn("job stalled: no beat", "job", e.job.ID, "since", time.Unix(0, beat))
 			e.cancel(ErrStalled)
 		}
+		if e.ctx.Err() != nil {
+			e.cancelledAt.CompareAndSwap(0, now.UnixNano())
+		}
 		at := e.cancelledAt.Load()
 		if at == 0 || now.Sub(time.Unix(0, at)) <= w.AbandonAfter {
 			continue

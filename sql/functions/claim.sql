@@ -53,6 +53,7 @@ declare
   v_ids     bigint[];
   v_servable text[];
   v_wait    interval;
+  v_blocked boolean;
 begin
   perform pgrun.check_queue_name(queue);
   if worker is null or worker = '' then
@@ -68,21 +69,24 @@ begin
       using errcode = '22023', hint = 'Pass a lease such as ''30 seconds'', or NULL for the queue''s default.';
   end if;
 
+  -- The queue's policy; then, in one look-up, the operator's control of this
+  -- worker's host and what the worker can serve.
   select * into q from pgrun.queues x where x.name = claim_jobs.queue;
+  select w.servable,
+         exists (select 1 from pgrun.worker_control c
+                 where c.host = w.host and c.queue in (claim_jobs.queue, '*') and c.mode <> 'on')
+  into v_servable, v_blocked
+  from pgrun.workers w where w.id = worker;
+  if q.paused or v_blocked then
+    return;
+  end if;
   lease := coalesce(lease, q.default_lease, interval '30 seconds');
-  if q.paused then
-    return;
-  end if;
-  if exists (select 1 from pgrun.worker_control c join pgrun.workers w on w.host = c.host
-             where w.id = worker and c.queue in (claim_jobs.queue, '*') and c.mode <> 'on') then
-    return;
-  end if;
-  -- Model affinity: advertise what is warm here (written only when it changed) and
-  -- read what this worker can serve.
-  update pgrun.workers w set models = coalesce(claim_jobs.models, '{}')
-  where w.id = worker and w.models is distinct from coalesce(claim_jobs.models, '{}');
-  select w.servable into v_servable from pgrun.workers w where w.id = worker;
   v_wait := coalesce(q.warm_wait, interval '5 seconds');
+  -- Model affinity: advertise what is warm here (written only when it changed).
+  if models is not null then
+    update pgrun.workers w set models = claim_jobs.models
+    where w.id = worker and w.models is distinct from claim_jobs.models;
+  end if;
 
   if q.max_running is not null or q.rate_limit is not null or q.concurrency_limit is not null then
     select * into q from pgrun.queues x where x.name = claim_jobs.queue for update;

@@ -29,7 +29,11 @@ begin
       lease_expires_at = null
   from unnest(ids, attempts, coalesce(results, array_fill(null::jsonb, array[cardinality(ids)])))
        as r(id, attempt, result)
-  where j.id = r.id and j.attempt = r.attempt and j.status = 'running'
+  -- status is compared as text on purpose: as "status = 'running'" the planner may
+  -- match the partial index of running rows and scan all of them per batch (seen
+  -- with 300k running rows of dead workers not yet reaped); this way ids go by
+  -- primary key whatever the statistics say.
+  where j.id = r.id and j.attempt = r.attempt and j.status::text = 'running'
   returning j.id;
 end;
 $$;
