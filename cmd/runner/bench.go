@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -34,6 +36,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 		jobs, workers, latencyJobs int
 		runs, children             int
 		keep, asJSON, workflow     bool
+		cpuProfile                 string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -45,6 +48,17 @@ one at a time into the running runner and reports the enqueue-to-start latency
 The bench queue's rows are deleted afterwards unless --keep is given.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
 			if jobs < 1 || workers < 1 || latencyJobs < 0 {
 				return fmt.Errorf("--jobs and --workers must be at least 1 and --latency-jobs 0 or more")
 			}
@@ -100,6 +114,7 @@ The bench queue's rows are deleted afterwards unless --keep is given.`,
 	cmd.Flags().BoolVar(&keep, "keep", false, "keep the bench queue's rows")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	cmd.Flags().BoolVar(&workflow, "workflow", false, "benchmark DAG dispatch and fan-out instead")
+	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write the runner's CPU profile to this file (go tool pprof)")
 	cmd.Flags().IntVar(&runs, "runs", 500, "with --workflow: chain runs to time")
 	cmd.Flags().IntVar(&children, "children", 10000, "with --workflow: children of the fan-out parent")
 	return cmd
