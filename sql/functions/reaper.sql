@@ -41,6 +41,8 @@ declare
   v_outbox       jsonb;
   v_fired        integer;
   v_pruned       integer := 0;
+  v_oldest       timestamptz;
+  v_shortest     interval;
   v_n            integer;
   qr             record;
   q              text;
@@ -137,7 +139,14 @@ begin
   v_outbox := pgrun.drain_outbox(batch);
   v_fired := pgrun.fire_schedules(batch);
 
-  for qr in select q.name, coalesce(q.retention, default_retention) as keep, q.archive from pgrun.queues q loop
+  -- Retention: skip the per-queue work unless the oldest finished job (the first
+  -- entry of the finished index) is past the shortest retention in force.
+  select min(j.finished_at) into v_oldest from pgrun.jobs j where j.finished_at is not null;
+  select least(min(q.retention), default_retention) into v_shortest from pgrun.queues q;
+  for qr in
+    select q.name, coalesce(q.retention, default_retention) as keep, q.archive from pgrun.queues q
+    where v_oldest < v_now - coalesce(v_shortest, default_retention)
+  loop
     with victims as (
       select j.id from pgrun.jobs j
       where j.queue = qr.name and j.finished_at < v_now - qr.keep
