@@ -72,7 +72,7 @@ exits at once (status 130); leases bring back what was left.`,
 	cmd.Flags().StringVar(&queues, "queues", "default=8", "queues to serve and their worker counts: name=N,name=N (N=gpu: one per device)")
 	cmd.Flags().StringVar(&workerID, "worker-id", "", "worker id (default host:pid:random)")
 	cmd.Flags().DurationVar(&grace, "grace", runner.DefaultShutdownGrace, "how long in-flight jobs may finish after SIGTERM")
-	cmd.Flags().DurationVar(&lease, "lease", runner.DefaultLease, "claim lease, renewed every lease/3")
+	cmd.Flags().DurationVar(&lease, "lease", 0, "claim lease, renewed every lease/3 (0: each queue's default_lease, else 30s)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
 }
