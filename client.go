@@ -112,12 +112,18 @@ func Enqueue(ctx context.Context, db DB, kind string, args any, opts ...Option) 
 	for _, o := range opts {
 		o(&spec)
 	}
+	if spec.Timeout < 0 {
+		return nil, fmt.Errorf("pgrun: enqueue %s: timeout %s is negative", kind, spec.Timeout)
+	}
 	if spec.UniqueWindow > 0 || spec.ReplaceDuplicate {
 		return enqueueOne(ctx, db, spec)
 	}
 	jobs, err := EnqueueMany(ctx, db, []JobSpec{spec})
 	if err != nil {
 		return nil, err
+	}
+	if len(jobs) == 0 {
+		return nil, fmt.Errorf("pgrun: enqueue %s: no job returned", kind)
 	}
 	return jobs[0], nil
 }
@@ -167,6 +173,9 @@ func EnqueueMany(ctx context.Context, db DB, specs []JobSpec) ([]*Job, error) {
 		return nil, nil
 	}
 	for _, s := range specs {
+		if s.Timeout < 0 {
+			return nil, fmt.Errorf("pgrun: enqueue %s: timeout %s is negative", s.Kind, s.Timeout)
+		}
 		if s.UniqueWindow > 0 || s.ReplaceDuplicate {
 			return nil, errors.New("pgrun: enqueue: UniqueWindow and ReplaceDuplicate need Enqueue, one job at a time")
 		}

@@ -59,8 +59,8 @@ func (r *Runner) start(job *pgrun.Job, f *fetcher) {
 	e.ctx = ctx
 	r.mu.Lock()
 	r.running[job.ID] = e
-	if _, gone := r.cancelled[job.ID]; gone {
-		delete(r.cancelled, job.ID)
+	if _, gone := r.cancelled[cancelKey{id: job.ID, attempt: job.Attempt}]; gone {
+		delete(r.cancelled, cancelKey{id: job.ID, attempt: job.Attempt})
 		e.cancel(ErrJobCancelled)
 	}
 	r.mu.Unlock()

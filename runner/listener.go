@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -35,11 +36,14 @@ func (r *Runner) listen(ctx context.Context) {
 	l.Handle(pgrun.ChannelJobs, backlogWaker{r: r})
 	l.Handle(pgrun.ChannelCancel, pgxlisten.HandlerFunc(
 		func(_ context.Context, n *pgconn.Notification, _ *pgx.Conn) error {
-			id, err := strconv.ParseInt(n.Payload, 10, 64)
+			// Payload "id:attempt" (a bare id means any attempt).
+			idPart, attPart, _ := strings.Cut(n.Payload, ":")
+			id, err := strconv.ParseInt(idPart, 10, 64)
 			if err != nil {
 				return nil
 			}
-			if r.cancelRunning(id, ErrJobCancelled) {
+			attempt, _ := strconv.Atoi(attPart)
+			if r.cancelRunning(cancelKey{id: id, attempt: attempt}, ErrJobCancelled) {
 				r.log.Info("job cancelled remotely", "job", id)
 			}
 			return nil

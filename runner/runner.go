@@ -122,7 +122,7 @@ type Runner struct {
 	fetchers map[string]*fetcher
 	// cancelled remembers cancel notifications for jobs not running here (yet): a job
 	// claimed just before its cancellation must not start when it arrives.
-	cancelled map[int64]time.Time
+	cancelled map[cancelKey]time.Time
 	// controlCh wakes the control loop when the host's worker control changed.
 	controlCh chan struct{}
 	// heartbeatCh asks for a heartbeat now (a model was loaded or unloaded).
@@ -176,7 +176,7 @@ func New(pool *pgxpool.Pool, cfg Config) *Runner {
 		running:  map[int64]*execution{},
 		fetchers: map[string]*fetcher{},
 
-		cancelled: map[int64]time.Time{},
+		cancelled: map[cancelKey]time.Time{},
 		controlCh: make(chan struct{}, 1),
 
 		heartbeatCh: make(chan struct{}, 1),
@@ -399,13 +399,23 @@ func (r *Runner) wakeAll() {
 // kept, in case the job was claimed here just before it was cancelled.
 const rememberCancelled = time.Minute
 
-// cancelRunning cancels the execution of job id with cause, if it runs here; if not,
-// it remembers the id so that the job does not start if its claim is in flight.
-func (r *Runner) cancelRunning(id int64, cause error) bool {
+// cancelKey names one attempt of a job; attempt 0 means any attempt.
+type cancelKey struct {
+	id      int64
+	attempt int
+}
+
+// cancelRunning cancels the execution of job k.id (that attempt, if given) with
+// cause, if it runs here; if not, it remembers the attempt so that it does not start
+// if its claim is in flight. A later attempt (a redrive) is not affected.
+func (r *Runner) cancelRunning(k cancelKey, cause error) bool {
 	r.mu.Lock()
-	e := r.running[id]
-	if e == nil {
-		r.cancelled[id] = time.Now()
+	e := r.running[k.id]
+	if e != nil && k.attempt != 0 && e.job.Attempt != k.attempt {
+		e = nil // a notification about an earlier attempt
+	}
+	if e == nil && k.attempt != 0 {
+		r.cancelled[k] = time.Now()
 	}
 	r.mu.Unlock()
 	if e == nil {

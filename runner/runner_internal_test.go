@@ -21,7 +21,7 @@ func TestJobCancelledBeforeStartNeverRuns(t *testing.T) {
 		return nil, nil
 	})
 	f := newFetcher(r, "default", 1)
-	r.cancelRunning(42, ErrJobCancelled) // not running here yet: remembered
+	r.cancelRunning(cancelKey{id: 42, attempt: 1}, ErrJobCancelled) // not running here yet: remembered
 	r.start(&pgrun.Job{ID: 42, Kind: "child", Attempt: 1}, f)
 	select {
 	case <-f.freedCh:

@@ -197,6 +197,8 @@ set search_path = pgrun, pg_catalog
 as $$
 declare
   bad record;
+  k   text;
+  got pgrun.jobs[];
 begin
   if specs is null or jsonb_typeof(specs) <> 'array' then
     raise exception 'enqueue_jobs takes a JSON array of job objects, got %', coalesce(jsonb_typeof(specs), 'NULL')
@@ -222,7 +224,40 @@ begin
             hint = 'Known keys: kind, args, queue, priority, run_at, max_attempts, unique_key, parent_id, model, timeout, meta, concurrency_key.';
   end if;
 
-  return query
+  -- Typed values: one try for the whole batch; only if it fails, find the culprit.
+  begin
+    perform count(*) from jsonb_to_recordset(specs) as x(priority integer, run_at timestamptz,
+      max_attempts integer, parent_id bigint, timeout interval);
+  exception when data_exception then
+    for bad in select e.idx, e.v from jsonb_array_elements(specs) with ordinality e(v, idx) loop
+      foreach k in array array['priority', 'max_attempts', 'parent_id', 'run_at', 'timeout'] loop
+        begin
+          case k
+            when 'priority' then perform (bad.v ->> k)::integer;
+            when 'max_attempts' then perform (bad.v ->> k)::integer;
+            when 'parent_id' then perform (bad.v ->> k)::bigint;
+            when 'run_at' then perform (bad.v ->> k)::timestamptz;
+            else perform (bad.v ->> k)::interval;
+          end case;
+        exception when data_exception then
+          raise exception 'element % of enqueue_jobs has %: % of the wrong type (%)', bad.idx - 1, k, bad.v -> k, sqlerrm
+            using errcode = '22023',
+                  hint = 'priority and max_attempts are whole numbers, parent_id a job id, run_at a timestamp, timeout an interval such as "30 seconds".';
+        end;
+      end loop;
+    end loop;
+    raise;
+  end;
+  select e.idx, e.v -> 'priority' as p into bad
+  from jsonb_array_elements(specs) with ordinality e(v, idx)
+  where (e.v ->> 'priority')::integer not between 0 and 32767
+  limit 1;
+  if found then
+    raise exception 'element % of enqueue_jobs: priority % is not valid', bad.idx - 1, bad.p
+      using errcode = '22023', hint = 'Use 0 (the default, most urgent) up to 32767; lower runs first.';
+  end if;
+
+  got := array(
   with spec as (
     select x.*
     from rows from (jsonb_to_recordset(specs) as (
@@ -250,6 +285,19 @@ begin
   -- see the rows inserted above, so these are the pre-existing holders).
   select j.* from pgrun.jobs j
   where j.unique_key in (select s.unique_key from spec s where s.unique_key is not null)
-    and j.status in ('pending', 'queued', 'running', 'waiting');
+    and j.status in ('pending', 'queued', 'running', 'waiting'));
+  return query select * from unnest(got);
+  -- A key whose holder committed while this statement waited on it is in neither
+  -- part above (the statement's snapshot predates the holder): enqueue_job, in a new
+  -- statement, returns the holder.
+  return query
+  select j.* from jsonb_array_elements(specs) e(v),
+  lateral pgrun.enqueue_job(e.v ->> 'kind', coalesce(e.v -> 'args', '{}'), coalesce(e.v ->> 'queue', 'default'),
+    coalesce((e.v ->> 'priority')::integer, 0), (e.v ->> 'run_at')::timestamptz,
+    (e.v ->> 'max_attempts')::integer, e.v ->> 'unique_key', (e.v ->> 'parent_id')::bigint,
+    e.v ->> 'model', (e.v ->> 'timeout')::interval, coalesce(e.v -> 'meta', '{}'),
+    e.v ->> 'concurrency_key') j
+  where e.v ->> 'unique_key' is not null
+    and not exists (select 1 from unnest(got) g where g.unique_key = e.v ->> 'unique_key');
 end;
 $$;

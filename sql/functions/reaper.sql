@@ -52,6 +52,15 @@ begin
     raise exception 'lease_budget % is not valid', coalesce(lease_budget::text, 'NULL')
       using errcode = '22023', hint = 'Use 0 or more: how many expired leases a job survives.';
   end if;
+  if stall_window is null or stall_window < interval '0' then
+    raise exception 'stall_window % is not valid', coalesce(stall_window::text, 'NULL')
+      using errcode = '22023', hint = 'Pass zero or more, such as ''1 minute''.';
+  end if;
+  perform pgrun.check_positive_interval('default_retention', default_retention);
+  if default_retention is null then
+    raise exception 'default_retention must not be NULL'
+      using errcode = '22023', hint = 'Pass a positive interval such as ''7 days''.';
+  end if;
   if batch is null or batch < 1 then
     raise exception 'batch % is not valid', coalesce(batch::text, 'NULL')
       using errcode = '22023', hint = 'Use 1 or more rows per step.';
@@ -114,7 +123,7 @@ begin
     perform pgrun.fail_job(r.id, r.attempt,
       jsonb_build_object('class', 'timeout',
                          'message', format('timed out after %s with no sign of life for %s', r.timeout, stall_window)));
-    perform pg_notify('pgrun_cancel', r.id::text);
+    perform pg_notify('pgrun_cancel', r.id || ':' || r.attempt);
     v_timed_out := v_timed_out + 1;
   end loop;
 

@@ -191,7 +191,7 @@ begin
     return null;
   end if;
   if prev = 'running' then
-    perform pg_notify('pgrun_cancel', j.id::text);
+    perform pg_notify('pgrun_cancel', j.id || ':' || j.attempt);
   end if;
   perform pgrun.add_event(j.id, 'job.cancelled', 'warn', reason,
     jsonb_build_object('previous_status', prev, 'attempt', j.attempt));
