@@ -257,7 +257,6 @@ begin
       using errcode = '22023', hint = 'Use 0 (the default, most urgent) up to 32767; lower runs first.';
   end if;
 
-  got := array(
   with spec as (
     select x.*
     from rows from (jsonb_to_recordset(specs) as (
@@ -279,13 +278,14 @@ begin
       do nothing
     returning *
   )
+  select coalesce(array_agg(r), '{}') into got from (
   select * from ins
   union all
   -- Rows the insert skipped: their key's active holder (the CTE's snapshot does not
   -- see the rows inserted above, so these are the pre-existing holders).
   select j.* from pgrun.jobs j
   where j.unique_key in (select s.unique_key from spec s where s.unique_key is not null)
-    and j.status in ('pending', 'queued', 'running', 'waiting'));
+    and j.status in ('pending', 'queued', 'running', 'waiting')) r;
   return query select * from unnest(got);
   -- A key whose holder committed while this statement waited on it is in neither
   -- part above (the statement's snapshot predates the holder): enqueue_job, in a new
