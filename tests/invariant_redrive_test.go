@@ -1,0 +1,113 @@
+package tests
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/runner"
+)
+
+// A job stopped while running elsewhere (cancelled, or timed out by maintain()) and
+// then run again (retry_job, or the timeout's own retry) is run by whichever runner
+// claims the new attempt, including one that heard the stop on pgrun_cancel.
+//
+// Was a BUG (fixed): Runner.cancelRunning (runner/runner.go) remembers, for a minute, the id of
+// every job it hears cancelled on pgrun_cancel but is not running itself (r.cancelled,
+// keyed by job id only), and Runner.start cancels any job it claims whose id is in
+// that memory. So a runner that merely heard the stop of attempt 1 (which ran on
+// another runner) kills attempt 2 the moment it claims it: the handler never runs,
+// and since report() ignores ErrJobCancelled nothing is reported, so the job sits
+// "running" under this runner until its lease runs out (30 s by default), costs a
+// lease expiry (lease_budget is 3: a job that keeps timing out can end failed with
+// class lease_expired), and only then runs. The memory should be keyed by (id,
+// attempt), or the notification should carry the attempt; the claim itself already
+// proves the job is not cancelled.
+func TestRedrivenJobRunsOnARunnerThatHeardItsStop(t *testing.T) {
+	for _, how := range []string{"cancel_then_retry_job", "timeout_then_retry"} {
+		t.Run(how, func(t *testing.T) {
+			b := setup(t)
+			var mu sync.Mutex
+			ran := map[int64][]int{} // job id -> attempts the handler saw
+			// No polling and no maintenance: this runner claims only when a
+			// notification wakes it, so a job it ran proves it had handled every
+			// notification sent before that job's.
+			r := newRunner(b.pool, runner.Config{WorkerID: "bystander", PollInterval: time.Hour, MaintenanceInterval: -1})
+			runner.Handle(r, "work", func(_ context.Context, j *runner.Job[struct{}]) (any, error) {
+				mu.Lock()
+				ran[j.ID] = append(ran[j.ID], j.Attempt)
+				mu.Unlock()
+				return "done", nil
+			})
+			startRunner(t, r)
+			heard := func() {
+				t.Helper()
+				s, err := pgrun.Enqueue(b.ctx, b.pool, "work", nil)
+				require.NoError(t, err)
+				eventually(t, 10*time.Second, "the runner to run a sentinel job", func() bool {
+					return jobStatus(t, b, s.ID) == pgrun.StatusSucceeded
+				})
+			}
+			heard()
+
+			// The job runs elsewhere: enqueued and claimed by another worker in one
+			// transaction, so the bystander is woken but finds nothing to claim. For
+			// the timeout case its attempt started two minutes ago.
+			tx, err := b.pool.Begin(b.ctx)
+			require.NoError(t, err)
+			defer tx.Rollback(b.ctx)
+			if how == "timeout_then_retry" {
+				_, err = tx.Exec(b.ctx, `select set_config('pgrun.now', (now() - interval '2 minutes')::text, true)`)
+				require.NoError(t, err)
+			}
+			var id int64
+			require.NoError(t, tx.QueryRow(b.ctx, `select id from pgrun.enqueue_job('work', timeout => '10 seconds')`).Scan(&id))
+			require.Equal(t, []kitClaim{{id, 1}}, kitClaimN(t, tx, "default", "elsewhere", 1, "1 hour"))
+			require.NoError(t, tx.Commit(b.ctx))
+
+			switch how {
+			case "cancel_then_retry_job":
+				_, err = b.pool.Exec(b.ctx, `select pgrun.cancel_job($1, 'operator')`, id)
+				require.NoError(t, err)
+			case "timeout_then_retry":
+				var out string
+				require.NoError(t, b.pool.QueryRow(b.ctx, `select pgrun.maintain()::text`).Scan(&out))
+				require.Contains(t, out, `"timed_out": 1`)
+			}
+			heard() // the bystander has now handled the pgrun_cancel notification for id
+
+			switch how {
+			case "cancel_then_retry_job":
+				_, err = b.pool.Exec(b.ctx, `select pgrun.retry_job($1)`, id)
+				require.NoError(t, err)
+			case "timeout_then_retry":
+				eventually(t, 10*time.Second, "the retry's backoff to pass", func() bool {
+					var due bool
+					require.NoError(t, b.pool.QueryRow(b.ctx, `select run_at <= now() from pgrun.jobs where id = $1`, id).Scan(&due))
+					return due
+				})
+				_, err = b.pool.Exec(b.ctx, `select pg_notify('pgrun_jobs', 'default')`)
+				require.NoError(t, err)
+			}
+
+			kitPoll(5*time.Second, func() bool { return jobStatus(t, b, id) == pgrun.StatusSucceeded })
+			j, err := pgrun.GetJob(b.ctx, b.pool, id)
+			require.NoError(t, err)
+			mu.Lock()
+			attempts := ran[id]
+			mu.Unlock()
+			claimedBy := ""
+			if j.ClaimedBy != nil {
+				claimedBy = *j.ClaimedBy
+			}
+			require.Equalf(t, pgrun.StatusSucceeded, j.Status,
+				"BUG: attempt %d is %s under %q and its handler ran for attempts %v: the bystander killed it at start",
+				j.Attempt, j.Status, claimedBy, attempts)
+			require.Equal(t, []int{2}, attempts)
+		})
+	}
+}
