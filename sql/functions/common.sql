@@ -112,3 +112,64 @@ as $$
   values (job_id, pgrun.clock(), event, level, message, coalesce(fields, '{}'))
   returning id
 $$;
+
+-- Limits. Every input has a documented bound (docs/sql-api.md, "Limits"), so that
+-- hostile but well-formed input is refused at once with an error naming the limit,
+-- instead of running until statement_timeout.
+--   max_json_bytes     args, meta, result, run input, submitted input, event fields,
+--                      a workflow spec: 1 MiB each (pg_column_size of the value)
+--   max_key_bytes      unique_key and concurrency_key: 512 bytes (they are indexed;
+--                      PostgreSQL cannot index a btree entry over ~2.7 KB)
+create or replace function pgrun.max_json_bytes()
+returns integer
+language sql
+immutable
+set search_path = pgrun, pg_catalog
+as $$ select 1048576 $$;
+
+create or replace function pgrun.max_key_bytes()
+returns integer
+language sql
+immutable
+set search_path = pgrun, pg_catalog
+as $$ select 512 $$;
+
+-- check_json_size raises 22023 naming what and the limit unless v is NULL or at most
+-- max_json_bytes() bytes; returns v.
+create or replace function pgrun.check_json_size(what text, v jsonb)
+returns jsonb
+language plpgsql
+immutable
+set search_path = pgrun, pg_catalog
+as $$
+begin
+  if v is not null and pg_column_size(v) > pgrun.max_json_bytes() then
+    raise exception '% is % bytes, over the limit of % bytes', what, pg_column_size(v), pgrun.max_json_bytes()
+      using errcode = '22023',
+            hint = 'Keep payloads small: store large data in a table or object store and pass its key.';
+  end if;
+  return v;
+end;
+$$;
+
+-- check_key raises 22023 naming what and the limit unless k is NULL or a non-empty
+-- key of at most max_key_bytes() bytes; returns k.
+create or replace function pgrun.check_key(what text, k text)
+returns text
+language plpgsql
+immutable
+set search_path = pgrun, pg_catalog
+as $$
+begin
+  if k = '' then
+    raise exception '% must not be empty', what
+      using errcode = '22023', hint = format('Pass NULL for no %s, or a non-empty key.', what);
+  end if;
+  if octet_length(k) > pgrun.max_key_bytes() then
+    raise exception '% is % bytes, over the limit of % bytes', what, octet_length(k), pgrun.max_key_bytes()
+      using errcode = '22023',
+            hint = 'Use a short key; for a long natural key pass a digest such as md5(...).';
+  end if;
+  return k;
+end;
+$$;
