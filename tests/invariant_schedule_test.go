@@ -127,3 +127,66 @@ func TestScheduleFiresEachSlotOnce(t *testing.T) {
 	_, err = b.pool.Exec(b.ctx, `select pgrun.set_schedule('x', '@daily', 'noop', timezone => 'Mars/Olympus')`)
 	require.ErrorContains(t, err, "time zone 'Mars/Olympus' is not known")
 }
+
+// Pausing a schedule keeps every setting and stops it firing; resuming fires from the
+// next slot after the clock, so the slots missed while paused do not fire at all.
+func TestPausedScheduleKeepsSettingsAndDoesNotFire(t *testing.T) {
+	b := setup(t)
+	c := pinnedClock(t, b, at("2030-01-01T10:00:30Z"))
+	c.exec(`select pgrun.set_schedule('report', '*/5 * * * *', 'report', '{"kind": "daily"}',
+		queue => 'reports', timezone => 'Europe/Berlin')`)
+	const settings = `select cron, kind, args::text, queue, timezone from pgrun.schedules where name = 'report'`
+	var cron, kind, args, queue, tz string
+	c.queryRow(settings, nil, &cron, &kind, &args, &queue, &tz)
+	before := []string{cron, kind, args, queue, tz}
+	require.Equal(t, []string{"*/5 * * * *", "report", `{"kind": "daily"}`, "reports", "Europe/Berlin"}, before)
+
+	var enabled bool
+	c.queryRow(`select enabled from pgrun.pause_schedule('report')`, nil, &enabled)
+	require.False(t, enabled)
+	c.queryRow(`select enabled from pgrun.pause_schedule('report')`, nil, &enabled) // twice is harmless
+	require.False(t, enabled)
+
+	// Two hours pass with maintain() running: nothing fires.
+	for _, now := range []string{"2030-01-01T10:05:10Z", "2030-01-01T11:00:00Z", "2030-01-01T12:02:00Z"} {
+		c.set(at(now))
+		c.exec(`select pgrun.maintain()`)
+	}
+	jobs := func() int {
+		var n int
+		c.queryRow(`select count(*) from pgrun.jobs where queue = 'reports'`, nil, &n)
+		return n
+	}
+	require.Zero(t, jobs())
+
+	// Resumed at 12:02: the next slot is 12:05, the missed ones are skipped.
+	var next time.Time
+	c.queryRow(`select enabled, next_fire_at from pgrun.resume_schedule('report')`, nil, &enabled, &next)
+	require.True(t, enabled)
+	require.Equal(t, at("2030-01-01T12:05:00Z"), next.UTC())
+	c.queryRow(settings, nil, &cron, &kind, &args, &queue, &tz)
+	require.Equal(t, before, []string{cron, kind, args, queue, tz})
+	c.exec(`select pgrun.maintain()`)
+	require.Zero(t, jobs(), "a resumed schedule must not fire its missed slots")
+
+	// Resuming a running schedule changes nothing; at 12:05 it fires with its args.
+	c.queryRow(`select next_fire_at from pgrun.resume_schedule('report')`, nil, &next)
+	require.Equal(t, at("2030-01-01T12:05:00Z"), next.UTC())
+	c.set(at("2030-01-01T12:05:20Z"))
+	c.exec(`select pgrun.maintain()`)
+	require.Equal(t, 1, jobs())
+	var jobKind, jobArgs string
+	c.queryRow(`select kind, args::text from pgrun.jobs where queue = 'reports'`, nil, &jobKind, &jobArgs)
+	require.Equal(t, "report", jobKind)
+	require.Equal(t, `{"kind": "daily"}`, jobArgs)
+
+	for _, fn := range []string{"pause_schedule", "resume_schedule"} {
+		_, err := b.pool.Exec(b.ctx, `select pgrun.`+fn+`('reprot')`)
+		require.Equal(t, "P0002", sqlState(err), fn)
+		require.ErrorContains(t, err, "schedule 'reprot' does not exist", fn)
+		require.Contains(t, pgHint(err), "pgrun.schedules", fn)
+	}
+	var n int
+	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from pgrun.schedules`).Scan(&n))
+	require.Equal(t, 1, n)
+}

@@ -1,9 +1,33 @@
 -- schedule.sql: cron schedules evaluated in SQL, fired by maintain() exactly once
 -- per slot however many runners call it, with no pg_cron.
 
+-- Cron limits (docs/sql-api.md, "Limits"). An expression is checked against them
+-- before it is split or expanded, so a hostile one (a field listing 400,000 values)
+-- is refused at once with 22023 instead of running for seconds on every fire.
+--   max_cron_chars   256 characters in the whole expression; a real five-field
+--                    expression is well under 100
+--   max_cron_parts   60 comma-separated parts in one field: one per minute of an
+--                    hour, the longest list a field can usefully hold
+create or replace function pgrun.max_cron_chars()
+returns integer
+language sql
+immutable
+set search_path = pgrun, pg_catalog
+as $$ select 256 $$;
+
+create or replace function pgrun.max_cron_parts()
+returns integer
+language sql
+immutable
+set search_path = pgrun, pg_catalog
+as $$ select 60 $$;
+
 -- cron_field parses one cron field into the sorted values it allows in [lo, hi]:
 -- "*", "5", "1-5", "*/15", "10-50/10", "5/15" (5, 20, ...), lists of those, and names
--- (jan..dec, sun..sat) where names is given (names[1] stands for lo).
+-- (jan..dec, sun..sat) where names is given (names[1] stands for lo). Raises 22023
+-- naming the field (what) when it is not valid, longer than max_cron_chars()
+-- characters or has more than max_cron_parts() comma-separated parts; both bounds are
+-- checked before anything is split.
 create or replace function pgrun.cron_field(field text, lo integer, hi integer, what text, names text[] default null)
 returns integer[]
 language plpgsql
@@ -19,13 +43,29 @@ declare
   vals   integer[] := '{}';
   ends   text[];
 begin
+  if field is null or field = '' then
+    raise exception 'cron % field is empty', what
+      using errcode = '22023', hint = 'Write * for every value, or a value, range, step or list such as 0-30/5.';
+  end if;
+  if length(field) > pgrun.max_cron_chars() then
+    raise exception 'cron % field is % characters, over the limit of % characters', what, length(field), pgrun.max_cron_chars()
+      using errcode = '22023', hint = 'Use a range or a step instead of a long list, such as 0-30 or */5.';
+  end if;
+  -- Count the commas without splitting: the parts bound holds before any array exists.
+  if length(field) - length(replace(field, ',', '')) + 1 > pgrun.max_cron_parts() then
+    raise exception 'cron % field has % comma-separated parts, over the limit of % parts', what,
+      length(field) - length(replace(field, ',', '')) + 1, pgrun.max_cron_parts()
+      using errcode = '22023', hint = 'Use a range or a step instead of a long list, such as 0-30 or */5.';
+  end if;
   foreach part in array string_to_array(lower(field), ',') loop
     step := 1;
     rng := part;
     if part like '%/%' then
       rng := split_part(part, '/', 1);
-      if split_part(part, '/', 2) !~ '^[0-9]+$' or split_part(part, '/', 2)::integer < 1 then
-        raise exception 'cron % field % has a bad step', what, quote_literal(field) using errcode = '22023';
+      -- At most 9 digits, so the cast cannot overflow integer.
+      if split_part(part, '/', 2) !~ '^[0-9]{1,9}$' or split_part(part, '/', 2)::integer < 1 then
+        raise exception 'cron % field % has a bad step', what, quote_literal(field)
+          using errcode = '22023', hint = 'Write a step of 1 or more after the slash, such as */15 or 10-50/10.';
       end if;
       step := split_part(part, '/', 2)::integer;
     end if;
@@ -34,23 +74,29 @@ begin
     else
       ends := string_to_array(rng, '-');
       if cardinality(ends) > 2 then
-        raise exception 'cron % field % is not valid', what, quote_literal(field) using errcode = '22023';
+        raise exception 'cron % field % is not valid', what, quote_literal(field)
+          using errcode = '22023', hint = 'Write *, a value, a range a-b, a step */n or a-b/n, or a comma-separated list of those.';
       end if;
       for i in 1 .. cardinality(ends) loop
-        if ends[i] ~ '^[0-9]+$' then
+        if ends[i] ~ '^[0-9]{1,9}$' then
           null;
+        elsif ends[i] ~ '^[0-9]+$' then  -- too many digits to be in range (or to cast)
+          raise exception 'cron % field % is out of range %-%', what, quote_literal(field), lo, hi
+            using errcode = '22023', hint = format('Use values from %s to %s.', lo, hi);
         elsif names is not null and array_position(names, ends[i]) is not null then
           ends[i] := (array_position(names, ends[i]) - 1 + lo)::text;
         else
           raise exception 'cron % field % has unknown value %', what, quote_literal(field), quote_literal(ends[i])
-            using errcode = '22023';
+            using errcode = '22023', hint = case when names is null then format('Use numbers from %s to %s.', lo, hi)
+                                                 else format('Use numbers from %s to %s or names %s to %s.', lo, hi, names[1], names[cardinality(names)]) end;
         end if;
       end loop;
       a := ends[1]::integer;
       b := case when cardinality(ends) = 2 then ends[2]::integer when part like '%/%' then hi else a end;
     end if;
     if a < lo or b > hi or a > b then
-      raise exception 'cron % field % is out of range %-%', what, quote_literal(field), lo, hi using errcode = '22023';
+      raise exception 'cron % field % is out of range %-%', what, quote_literal(field), lo, hi
+        using errcode = '22023', hint = format('Use values from %s to %s, the lower end first.', lo, hi);
     end if;
     vals := vals || array(select generate_series(a, b, step));
   end loop;
@@ -63,7 +109,9 @@ $$;
 -- day of month and day of week match either when both are restricted, as in cron),
 -- a macro (@hourly, @daily, @midnight, @weekly, @monthly, @yearly, @annually) or
 -- @every INTERVAL (slots aligned to the Unix epoch, such as "@every 30s"). Raises
--- 22023 naming the expression if it is not valid or never fires.
+-- 22023 naming the expression if it is not valid or never fires, and before any
+-- parsing if it is longer than max_cron_chars() characters or a field has more than
+-- max_cron_parts() comma-separated parts.
 create or replace function pgrun.cron_next(expr text, after timestamptz, tz text default 'UTC')
 returns timestamptz
 language plpgsql
@@ -71,7 +119,7 @@ stable
 set search_path = pgrun, pg_catalog
 as $$
 declare
-  e       text := lower(trim(expr));
+  e       text;
   f       text[];
   every   interval;
   secs    double precision;
@@ -86,6 +134,16 @@ declare
   h       integer;
   m       integer;
 begin
+  if expr is null then
+    raise exception 'cron expression NULL is not valid'
+      using errcode = '22023', hint = 'Write minute hour day-of-month month day-of-week, such as */15 9-17 * * mon-fri, or @hourly, @daily, @every 30s.';
+  end if;
+  if length(expr) > pgrun.max_cron_chars() then
+    raise exception 'cron expression % is % characters, over the limit of % characters',
+      quote_literal(left(expr, 32) || '...'), length(expr), pgrun.max_cron_chars()
+      using errcode = '22023', hint = 'Use ranges and steps instead of long lists, such as */15 9-17 * * mon-fri.';
+  end if;
+  e := lower(trim(expr));
   if e like '@every %' then
     begin
       every := substr(e, 8)::interval;
@@ -211,6 +269,60 @@ begin
     raise exception 'schedule % does not exist', coalesce(quote_literal(name), 'NULL')
       using errcode = 'P0002', hint = 'List them with: SELECT name, cron, next_fire_at FROM pgrun.schedules;';
   end if;
+end;
+$$;
+
+-- pause_schedule stops schedule name from firing and keeps everything else (cron,
+-- kind, args, queue, time zone, last fire); pausing a paused schedule changes
+-- nothing. Returns the schedule; raises P0002 if there is none.
+create or replace function pgrun.pause_schedule(name text)
+returns pgrun.schedules
+language plpgsql
+set search_path = pgrun, pg_catalog
+as $$
+#variable_conflict use_column
+declare
+  s pgrun.schedules;
+begin
+  update pgrun.schedules x
+  set enabled = false,
+      updated_at = case when x.enabled then now() else x.updated_at end
+  where x.name = pause_schedule.name
+  returning x.* into s;
+  if not found then
+    raise exception 'schedule % does not exist', coalesce(quote_literal(name), 'NULL')
+      using errcode = 'P0002', hint = 'List them with: SELECT name, cron, enabled, next_fire_at FROM pgrun.schedules;';
+  end if;
+  return s;
+end;
+$$;
+
+-- resume_schedule lets paused schedule name fire again from its next slot after
+-- pgrun.clock(): the slots missed while it was paused do not fire, not even once.
+-- Resuming a schedule that is not paused changes nothing (a slot already due still
+-- fires). Returns the schedule; raises P0002 if there is none.
+create or replace function pgrun.resume_schedule(name text)
+returns pgrun.schedules
+language plpgsql
+set search_path = pgrun, pg_catalog
+as $$
+#variable_conflict use_column
+declare
+  s pgrun.schedules;
+begin
+  select * into s from pgrun.schedules x where x.name = resume_schedule.name for update;
+  if not found then
+    raise exception 'schedule % does not exist', coalesce(quote_literal(name), 'NULL')
+      using errcode = 'P0002', hint = 'List them with: SELECT name, cron, enabled, next_fire_at FROM pgrun.schedules;';
+  end if;
+  if s.enabled then
+    return s;
+  end if;
+  update pgrun.schedules x
+  set enabled = true, next_fire_at = pgrun.cron_next(s.cron, pgrun.clock(), s.timezone), updated_at = now()
+  where x.name = s.name
+  returning x.* into s;
+  return s;
 end;
 $$;
 
