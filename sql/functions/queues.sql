@@ -17,26 +17,60 @@ begin
 end;
 $$;
 
--- pause_queue stops claims from queue q (running jobs go on); resume_queue lets them
--- start again. Both return the queue.
-create or replace function pgrun.pause_queue(q text)
-returns pgrun.queues
-language sql
+-- queue_not_found raises P0002 naming queue q. pause_queue and resume_queue call it
+-- so that a mistyped name fails instead of creating (and pausing) a queue no job
+-- uses.
+create or replace function pgrun.queue_not_found(q text)
+returns void
+language plpgsql
 set search_path = pgrun, pg_catalog
 as $$
-  select pgrun.queue_row(q);
-  update pgrun.queues set paused = true, updated_at = now() where name = q returning *;
+begin
+  raise exception 'queue % does not exist', coalesce(quote_literal(q), 'NULL')
+    using errcode = 'P0002',
+          hint = 'List queues with: SELECT name, paused FROM pgrun.queues ORDER BY name; create one before its first job with: SELECT pgrun.set_queue(''name'');';
+end;
 $$;
 
-create or replace function pgrun.resume_queue(q text)
+-- pause_queue stops claims from existing queue q (running jobs go on); pausing twice
+-- is harmless. A queue exists once a job was enqueued into it or
+-- set_queue named it. Returns the queue; raises 22023 for a name that is not valid
+-- and P0002 for one that does not exist, creating nothing.
+create or replace function pgrun.pause_queue(q text)
 returns pgrun.queues
-language sql
+language plpgsql
 set search_path = pgrun, pg_catalog
 as $$
-  select pgrun.queue_row(q);
-  update pgrun.queues set paused = false, updated_at = now() where name = q returning *;
-  select pg_notify('pgrun_jobs', q);
-  select * from pgrun.queues where name = q;
+declare
+  r pgrun.queues;
+begin
+  perform pgrun.check_queue_name(q);
+  update pgrun.queues x set paused = true, updated_at = now() where x.name = q returning x.* into r;
+  if not found then
+    perform pgrun.queue_not_found(q);
+  end if;
+  return r;
+end;
+$$;
+
+-- resume_queue lets claims from existing queue q start again and wakes the runners
+-- listening on pgrun_jobs (on commit). Returns the queue; raises like pause_queue.
+create or replace function pgrun.resume_queue(q text)
+returns pgrun.queues
+language plpgsql
+set search_path = pgrun, pg_catalog
+as $$
+declare
+  r pgrun.queues;
+begin
+  perform pgrun.check_queue_name(q);
+  update pgrun.queues x set paused = false, updated_at = now() where x.name = q returning x.* into r;
+  if not found then
+    perform pgrun.queue_not_found(q);
+  end if;
+  perform pg_notify('pgrun_jobs', q);
+  return r;
+end;
 $$;
 
 -- set_queue sets queue name's policy. Each argument left NULL keeps its value; name
