@@ -4,15 +4,18 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrun/pgrun"
 	"github.com/pgrun/pgrun/internal/testdb"
+	"github.com/pgrun/pgrun/runner"
 )
 
 // cli runs the command line against a database and returns stdout, stderr-style
@@ -208,6 +211,12 @@ func TestOperationsCommands(t *testing.T) {
 	_, err = c.run("schedule", "rm", "tick")
 	require.ErrorContains(t, err, "schedule 'tick' does not exist")
 
+	// A queue no job has used yet does not exist: pausing it fails and creates nothing.
+	_, err = c.run("queue", "pause", "images")
+	require.ErrorContains(t, err, "queue 'images' does not exist")
+	require.Zero(t, count(t, pool, `select count(*) from pgrun.queues where name = 'images'`))
+	_, err = c.run("enqueue", "noop", "--queue", "images")
+	require.NoError(t, err)
 	out, err = c.run("queue", "pause", "images")
 	require.NoError(t, err)
 	require.Equal(t, "queue images paused\n", out)
@@ -222,6 +231,8 @@ func TestOperationsCommands(t *testing.T) {
 	_, err = c.run("control", "box-1", "*", "sideways")
 	require.ErrorContains(t, err, "worker control mode 'sideways' is not valid")
 
+	_, err = pool.Exec(context.Background(), `delete from pgrun.jobs where queue = 'images'`)
+	require.NoError(t, err)
 	for range 3 {
 		_, err := c.run("enqueue", "resize", "--queue", "images", "--max-attempts", "1")
 		require.NoError(t, err)
@@ -233,4 +244,172 @@ func TestOperationsCommands(t *testing.T) {
 	require.Equal(t, "3 failed jobs queued again\n", out)
 	_, err = c.run("retry")
 	require.ErrorContains(t, err, "give a job ID, or --kind and/or --queue")
+}
+
+// stderrOf runs the command line as main does and returns its exit code and stderr.
+func stderrOf(args ...string) (int, string) {
+	var stderr bytes.Buffer
+	code := runWithStderr(args, &stderr)
+	return code, stderr.String()
+}
+
+// requireOneLineError checks that a failed command exited 1 with exactly one line on
+// stderr, containing each of want.
+func requireOneLineError(t *testing.T, code int, stderr string, want ...string) {
+	t.Helper()
+	require.Equal(t, 1, code, stderr)
+	require.True(t, strings.HasPrefix(stderr, "runner: "), stderr)
+	require.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)
+	require.True(t, strings.HasSuffix(stderr, "\n"), stderr)
+	for _, w := range want {
+		require.Contains(t, stderr, w)
+	}
+}
+
+func TestSchedulePauseAndResumeKeepSettings(t *testing.T) {
+	c, pool := newCLI(t)
+	_, err := c.run("schedule", "set", "nightly", "0 2 * * *", "report", `{"kind": "daily"}`,
+		"--queue", "reports", "--timezone", "Europe/Berlin")
+	require.NoError(t, err)
+	out, err := c.run("schedule", "pause", "nightly")
+	require.NoError(t, err)
+	require.Equal(t, "schedule nightly paused\n", out)
+	require.Equal(t, 1, count(t, pool, `select count(*) from pgrun.schedules where name = 'nightly' and not enabled
+		and cron = '0 2 * * *' and kind = 'report' and args = '{"kind": "daily"}' and queue = 'reports'
+		and timezone = 'Europe/Berlin'`))
+	out, err = c.run("schedule", "list")
+	require.NoError(t, err)
+	require.Regexp(t, `nightly +0 2 \* \* \* +report +reports +Europe/Berlin +false`, out)
+
+	out, err = c.run("schedule", "resume", "nightly")
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(out, "schedule nightly resumed; next fire "), out)
+	require.Equal(t, 1, count(t, pool, `select count(*) from pgrun.schedules where name = 'nightly' and enabled
+		and args = '{"kind": "daily"}' and queue = 'reports' and timezone = 'Europe/Berlin' and next_fire_at > now()`))
+
+	for _, verb := range []string{"pause", "resume"} {
+		code, stderr := stderrOf("schedule", verb, "nigthly", "--database-url", c.url)
+		requireOneLineError(t, code, stderr, "schedule 'nigthly' does not exist", "(hint: List them with:")
+	}
+}
+
+func TestQueuePauseOfUnknownQueueFails(t *testing.T) {
+	c, pool := newCLI(t)
+	_, err := c.run("enqueue", "noop", "--queue", "images")
+	require.NoError(t, err)
+	for _, verb := range []string{"pause", "resume"} {
+		code, stderr := stderrOf("queue", verb, "imagse", "--database-url", c.url)
+		requireOneLineError(t, code, stderr, "runner: queue 'imagse' does not exist",
+			"(hint: List queues with: SELECT name, paused FROM pgrun.queues")
+	}
+	require.Zero(t, count(t, pool, `select count(*) from pgrun.queues where name = 'imagse' or paused`))
+	code, stderr := stderrOf("queue", "pause", "images", "--database-url", c.url)
+	require.Equal(t, 0, code, stderr)
+	require.Equal(t, 1, count(t, pool, `select count(*) from pgrun.queues where name = 'images' and paused`))
+}
+
+// Every flag of work is checked before connecting: the database here does not
+// exist, so each error can only come from validation.
+func TestWorkRejectsBadFlagsBeforeConnecting(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("w", 3000)
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--lease", "1ns"}, []string{"--lease 1ns is too short", "1s or more"}},
+		{[]string{"--lease", "999ms"}, []string{"--lease 999ms is too short"}},
+		{[]string{"--lease", "-1s"}, []string{"--lease -1s is negative"}},
+		{[]string{"--grace", "-5s"}, []string{"--grace -5s is negative"}},
+		{[]string{"--poll-interval", "1ms"}, []string{"--poll-interval 1ms is too short", "10ms or more"}},
+		{[]string{"--poll-interval", "0s"}, []string{"--poll-interval 0s is too short"}},
+		{[]string{"--queues", "default=99999999999"}, []string{"--queues: worker count 99999999999 of queue default is over the limit of 10000"}},
+		{[]string{"--queues", "default=10001"}, []string{"--queues: worker count 10001 of queue default is over the limit of 10000"}},
+		{[]string{"--queues", "default=99999999999999999999999"}, []string{`--queues: worker count "99999999999999999999999" of queue default is out of range: give 1 to 10000`}},
+		{[]string{"--queues", "default=-3"}, []string{`--queues: worker count "-3" of queue default is not a whole number of at least 1`}},
+		{[]string{"--queues", "gpu=gpu,gpu=2"}, []string{"--queues: queue gpu is given twice"}},
+		{[]string{"--queues", "Images=2"}, []string{`--queues: queue name "Images" is not valid`}},
+		{[]string{"--queues", "a" + strings.Repeat("b", 63) + "=1"}, []string{"--queues: queue name", "is not valid"}},
+		{[]string{"--queues", ""}, []string{`--queues part "" is not name=N`}},
+		{[]string{"--worker-id", long}, []string{`--worker-id "wwwwwwwwwwwwwwwwwwwwwwwwwwwwwwww"... is 3000 characters, over the limit of 200`}},
+		{[]string{"--worker-id", ""}, []string{`--worker-id "" is empty`}},
+		{[]string{"--worker-id", "box\nfake log line"}, []string{`--worker-id "box\nfake log line" contains a control character`}},
+		{[]string{"--log-level", "loud"}, []string{`--log-level "loud" is not one of debug, info, warn, error`}},
+		{[]string{"--lease", "soon"}, []string{`invalid argument "soon" for "--lease" flag`}},
+		{[]string{"extra"}, []string{`unknown command "extra" for "runner work"`}},
+	} {
+		args := append([]string{"work", "--database-url", "postgres://nobody@127.0.0.1:1/nowhere?connect_timeout=1"}, c.args...)
+		code, stderr := stderrOf(args...)
+		requireOneLineError(t, code, stderr, c.want...)
+		require.NotContains(t, stderr, "connect", "%v: validation comes before connecting", c.args)
+	}
+}
+
+// The flags at their bounds are accepted and reach the runner's configuration.
+func TestWorkFlagsAtTheirBounds(t *testing.T) {
+	t.Parallel()
+	f := &workFlags{queues: "default=10000,images=1,gpu=gpu", workerID: strings.Repeat("é", 200),
+		logLevel: "debug", lease: time.Second, poll: 10 * time.Millisecond}
+	cfg, level, err := f.config(func(string) bool { return true })
+	require.NoError(t, err)
+	require.Equal(t, slog.LevelDebug, level)
+	require.Equal(t, map[string]runner.QueueConfig{"default": {Workers: 10000}, "images": {Workers: 1}, "gpu": {GPU: true}}, cfg.Queues)
+	require.Equal(t, time.Second, cfg.Lease)
+	require.Equal(t, 10*time.Millisecond, cfg.PollInterval)
+	require.Equal(t, time.Nanosecond, cfg.ShutdownGrace, "--grace 0 means no grace, not the runner's default")
+
+	f = &workFlags{queues: "default=8", logLevel: "info", grace: 3 * time.Second, poll: time.Second}
+	cfg, _, err = f.config(func(string) bool { return false })
+	require.NoError(t, err)
+	require.Zero(t, cfg.Lease, "0 leaves the lease to each queue's default_lease")
+	require.Empty(t, cfg.WorkerID, "no --worker-id: the runner picks host:pid:random")
+	require.Equal(t, 3*time.Second, cfg.ShutdownGrace)
+}
+
+// A command that only groups others fails on an unknown or missing subcommand
+// instead of printing help and exiting 0.
+func TestUnknownSubcommandFails(t *testing.T) {
+	t.Parallel()
+	for args, want := range map[string]string{
+		"migrate bogus":  `unknown command "bogus" for "runner migrate": use one of down, up, version`,
+		"migrate upp":    `unknown command "upp" for "runner migrate": did you mean up?`,
+		"schedule bogus": `unknown command "bogus" for "runner schedule"`,
+		"queue bogus":    `unknown command "bogus" for "runner queue"`,
+		"migrate":        `"runner migrate" needs a subcommand: one of down, up, version`,
+		"bogus":          `unknown command "bogus" for "runner"`,
+	} {
+		code, stderr := stderrOf(strings.Fields(args)...)
+		requireOneLineError(t, code, stderr, want)
+	}
+	code, stderr := stderrOf("migrate", "--help")
+	require.Equal(t, 0, code, stderr)
+}
+
+func TestStatusWarnsAboutUnhandledJobs(t *testing.T) {
+	require.Equal(t, []string{
+		"images: 12 queued jobs of kinds no live worker handles",
+		"mail: 1 queued job of a kind no live worker handles",
+	}, unhandledLines([]queueRow{{Queue: "default"}, {Queue: "images", Unhandled: 12}, {Queue: "mail", Unhandled: 1}}))
+
+	c, pool := newCLI(t)
+	if count(t, pool, `select count(*) from information_schema.columns
+		where table_schema = 'pgrun' and table_name = 'queue_stats' and column_name = 'unhandled'`) == 0 {
+		t.Skip("pgrun.queue_stats has no column unhandled yet")
+	}
+	for range 2 {
+		_, err := c.run("enqueue", "resize", "--queue", "images")
+		require.NoError(t, err)
+	}
+	_, err := c.run("enqueue", "noop", "--queue", "later", "--delay", "1h")
+	require.NoError(t, err)
+	// No worker is registered, so no live worker handles resize.
+	n := count(t, pool, `select unhandled from pgrun.queue_stats where queue = 'images'`)
+	require.Positive(t, n)
+	out, err := c.run("status")
+	require.NoError(t, err)
+	require.Contains(t, out, fmt.Sprintf("\nimages: %d queued jobs of kinds no live worker handles\n", n))
+	require.NotContains(t, out, "later:", "a job not yet due is not reported")
+	out, err = c.run("status", "--json")
+	require.NoError(t, err)
+	require.Contains(t, out, fmt.Sprintf(`"unhandled": %d`, n))
 }

@@ -9,8 +9,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -22,12 +24,18 @@ func main() {
 
 // run executes the command line args and returns the exit code.
 func run(args []string) int {
+	return runWithStderr(args, os.Stderr)
+}
+
+// runWithStderr is run with errors written to stderr: one line, "runner: " and
+// the message (a PostgreSQL error's hint included), and exit code 1.
+func runWithStderr(args []string, stderr io.Writer) int {
 	ctx, stop := signalContext()
 	defer stop()
 	root := newRootCmd()
 	root.SetArgs(args)
 	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "runner: "+oneLine(err))
+		fmt.Fprintln(stderr, "runner: "+oneLine(err))
 		return 1
 	}
 	return 0
@@ -63,7 +71,7 @@ func oneLine(err error) string {
 		if pe.Hint != "" {
 			s += " (hint: " + pe.Hint + ")"
 		}
-		return s
+		return strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(s) // one line even if the hint has several
 	}
 	msg := err.Error()
 	for i, c := range msg {

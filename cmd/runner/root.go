@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -75,7 +76,42 @@ func newRootCmd() *cobra.Command {
 	for _, newCmd := range commands {
 		root.AddCommand(newCmd(g))
 	}
+	for _, c := range root.Commands() {
+		requireSubcommand(c)
+	}
 	return root
+}
+
+// requireSubcommand makes a command that only groups others (migrate, schedule,
+// queue, ...) fail when its subcommand is unknown or missing. Without it cobra
+// prints help and exits 0, so `runner migrate bogus` in a script looks like success.
+func requireSubcommand(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		requireSubcommand(sub)
+	}
+	if !c.HasSubCommands() || c.Runnable() {
+		return
+	}
+	c.Args = cobra.ArbitraryArgs
+	if c.SuggestionsMinimumDistance <= 0 {
+		c.SuggestionsMinimumDistance = 2 // cobra's own default, which SuggestionsFor does not apply
+	}
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		var names []string
+		for _, sub := range cmd.Commands() {
+			if sub.IsAvailableCommand() {
+				names = append(names, sub.Name())
+			}
+		}
+		choose := strings.Join(names, ", ")
+		if len(args) == 0 {
+			return fmt.Errorf("%q needs a subcommand: one of %s", cmd.CommandPath(), choose)
+		}
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			return fmt.Errorf("unknown command %q for %q: did you mean %s?", args[0], cmd.CommandPath(), strings.Join(s, " or "))
+		}
+		return fmt.Errorf("unknown command %q for %q: use one of %s", args[0], cmd.CommandPath(), choose)
+	}
 }
 
 // commands lists the subcommand constructors; each command file adds its own in

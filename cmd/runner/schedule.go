@@ -12,7 +12,7 @@ import (
 func init() { commands = append(commands, newScheduleCmd) }
 
 func newScheduleCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "schedule", Short: "List, set and remove cron schedules (fired by maintain(), no pg_cron)"}
+	cmd := &cobra.Command{Use: "schedule", Short: "List, set, pause, resume and remove cron schedules (fired by maintain(), no pg_cron)"}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "list",
 		Short: "List schedules with their next and last fire times",
@@ -79,6 +79,32 @@ func newScheduleCmd(g *globals) *cobra.Command {
 	set.Flags().StringVar(&tz, "timezone", "UTC", "time zone the cron fields are read in")
 	set.Flags().BoolVar(&disabled, "disabled", false, "store it disabled")
 	cmd.AddCommand(set)
+	cmd.AddCommand(&cobra.Command{
+		Use:   "pause NAME",
+		Short: "Stop a schedule firing; its cron, kind, args, queue and time zone are kept",
+		Args:  cobra.ExactArgs(1),
+		RunE: g.withPool(func(cmd *cobra.Command, args []string, pool *pgxpool.Pool) error {
+			if _, err := pool.Exec(cmd.Context(), `select pgrun.pause_schedule($1)`, args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "schedule %s paused\n", args[0])
+			return nil
+		}),
+	})
+	cmd.AddCommand(&cobra.Command{
+		Use:   "resume NAME",
+		Short: "Let a paused schedule fire again from its next slot (missed slots are skipped)",
+		Args:  cobra.ExactArgs(1),
+		RunE: g.withPool(func(cmd *cobra.Command, args []string, pool *pgxpool.Pool) error {
+			var next time.Time
+			err := pool.QueryRow(cmd.Context(), `select next_fire_at from pgrun.resume_schedule($1)`, args[0]).Scan(&next)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "schedule %s resumed; next fire %s\n", args[0], next.Local().Format(time.RFC3339))
+			return nil
+		}),
+	})
 	cmd.AddCommand(&cobra.Command{
 		Use:   "rm NAME",
 		Short: "Remove a schedule",

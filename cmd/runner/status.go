@@ -25,6 +25,31 @@ type queueRow struct {
 	Succeeded1m     int64          `db:"succeeded_1m" json:"succeeded_1m"`
 	Failed1m        int64          `db:"failed_1m" json:"failed_1m"`
 	Cancelled1m     int64          `db:"cancelled_1m" json:"cancelled_1m"`
+	// Unhandled counts the queue's due jobs of kinds no live worker handles: they
+	// wait for a deploy, not for capacity.
+	Unhandled int64 `db:"unhandled" json:"unhandled"`
+}
+
+// queueStatsQuery reads pgrun.queue_stats. unhandled is read by name through
+// to_jsonb so that this build still reports on a schema from before the column
+// existed (it reads 0 there) instead of failing.
+const queueStatsQuery = `select queue, paused, queued, scheduled, running, pending, waiting,
+	oldest_queued_age, succeeded_1m, failed_1m, cancelled_1m,
+	coalesce((to_jsonb(s) ->> 'unhandled')::bigint, 0) as unhandled
+	from pgrun.queue_stats s order by queue`
+
+// unhandledLines warns, one line per queue, about due jobs no live worker handles.
+func unhandledLines(queues []queueRow) []string {
+	var lines []string
+	for _, q := range queues {
+		switch {
+		case q.Unhandled == 1:
+			lines = append(lines, fmt.Sprintf("%s: 1 queued job of a kind no live worker handles", q.Queue))
+		case q.Unhandled > 1:
+			lines = append(lines, fmt.Sprintf("%s: %d queued jobs of kinds no live worker handles", q.Queue, q.Unhandled))
+		}
+	}
+	return lines
 }
 
 // workerRow is one row of pgrun.worker_status.
@@ -52,8 +77,7 @@ func newStatusCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer pool.Close()
-			rows, err := pool.Query(ctx, `select queue, paused, queued, scheduled, running, pending, waiting,
-				oldest_queued_age, succeeded_1m, failed_1m, cancelled_1m from pgrun.queue_stats order by queue`)
+			rows, err := pool.Query(ctx, queueStatsQuery)
 			if err != nil {
 				return err
 			}
@@ -99,6 +123,12 @@ func newStatusCmd(g *globals) *cobra.Command {
 			}
 			if len(queues) == 0 {
 				fmt.Fprintln(tw, "(no queues yet)")
+			}
+			if lines := unhandledLines(queues); len(lines) > 0 {
+				fmt.Fprintln(tw)
+				for _, l := range lines {
+					fmt.Fprintln(tw, l)
+				}
 			}
 			fmt.Fprintln(tw)
 			fmt.Fprintln(tw, "WORKER\tSTATE\tQUEUES\tRUNNING\tLAST SEEN")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -8,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -22,27 +25,118 @@ func init() { commands = append(commands, newWorkCmd) }
 // runner `work` builds, after the built-ins.
 var registerHandlers []func(*runner.Runner)
 
+// workFlags are the flags of `runner work`, checked by config before anything
+// connects.
+type workFlags struct {
+	queues, workerID, logLevel string
+	grace, lease, poll         time.Duration
+}
+
+// Bounds on the flags of `runner work`.
+const (
+	// minLease is the shortest explicit --lease: leases renew every lease/3, and a
+	// renewal more often than every ~333ms is load on the database for no gain.
+	minLease = time.Second
+	// minPollInterval is the shortest --poll-interval: polling faster than 100 times
+	// a second per queue turns idle runners into a load test.
+	minPollInterval = 10 * time.Millisecond
+	// maxQueueWorkers bounds --queues name=N: each worker is a goroutine and a share
+	// of the claim batch; more than 10,000 per queue is a typo, not a plan.
+	maxQueueWorkers = 10000
+	// maxWorkerIDChars matches the bound pgrun's SQL puts on a worker id.
+	maxWorkerIDChars = 200
+)
+
+// config checks every flag and returns the runner configuration they describe;
+// changed reports whether a flag was given on the command line. Errors are one line
+// naming the flag and the bad value.
+func (f *workFlags) config(changed func(string) bool) (runner.Config, slog.Level, error) {
+	var level slog.Level
+	qs, err := parseQueues(f.queues)
+	if err != nil {
+		return runner.Config{}, level, err
+	}
+	if err := checkWorkerID(f.workerID, changed("worker-id")); err != nil {
+		return runner.Config{}, level, err
+	}
+	switch {
+	case f.lease < 0:
+		return runner.Config{}, level, fmt.Errorf("--lease %s is negative: give 1s or more, or 0 for each queue's default_lease", f.lease)
+	case f.lease > 0 && f.lease < minLease:
+		return runner.Config{}, level, fmt.Errorf("--lease %s is too short: give %s or more (leases renew every lease/3), or 0 for each queue's default_lease", f.lease, minLease)
+	}
+	if f.grace < 0 {
+		return runner.Config{}, level, fmt.Errorf("--grace %s is negative: give 0 (cancel in-flight jobs at once) or more", f.grace)
+	}
+	if f.poll < minPollInterval {
+		return runner.Config{}, level, fmt.Errorf("--poll-interval %s is too short: give %s or more", f.poll, minPollInterval)
+	}
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return runner.Config{}, level, fmt.Errorf("--log-level %q is not one of debug, info, warn, error", f.logLevel)
+	}
+	grace := f.grace
+	if grace == 0 {
+		// runner.Config reads a zero ShutdownGrace as "the default" (25 s); the flag's 0
+		// means no grace, so pass the shortest non-zero wait instead.
+		grace = time.Nanosecond
+	}
+	return runner.Config{
+		Queues:        qs,
+		WorkerID:      f.workerID,
+		Lease:         f.lease,
+		PollInterval:  f.poll,
+		ShutdownGrace: grace,
+		Version:       version,
+	}, level, nil
+}
+
+// checkWorkerID accepts an empty id when the flag was not given (the runner picks
+// host:pid:random), else 1 to maxWorkerIDChars printable characters.
+func checkWorkerID(id string, given bool) error {
+	n := utf8.RuneCountInString(id)
+	switch {
+	case n == 0 && given:
+		return errors.New(`--worker-id "" is empty: give 1 to 200 characters, or leave the flag out for host:pid:random`)
+	case n > maxWorkerIDChars:
+		return fmt.Errorf("--worker-id %s is %d characters, over the limit of %d", clip(id), n, maxWorkerIDChars)
+	case !utf8.ValidString(id):
+		return fmt.Errorf("--worker-id %s is not valid UTF-8", clip(id))
+	}
+	for _, c := range id {
+		if unicode.IsControl(c) {
+			return fmt.Errorf("--worker-id %s contains a control character: give printable characters", clip(id))
+		}
+	}
+	return nil
+}
+
+// clip quotes s for an error message, cut to its first 32 characters.
+func clip(s string) string {
+	const max = 32
+	if utf8.RuneCountInString(s) <= max {
+		return strconv.Quote(s)
+	}
+	return strconv.Quote(string([]rune(s)[:max])) + "..."
+}
+
 func newWorkCmd(g *globals) *cobra.Command {
-	var (
-		queues, workerID, logLevel string
-		grace, lease               time.Duration
-	)
+	f := &workFlags{}
 	cmd := &cobra.Command{
 		Use:   "work",
 		Short: "Run jobs: claim from the given queues and run their handlers until SIGTERM",
 		Long: `work runs a runner with the built-in operations (noop, sleep, echo, fail) until
 SIGTERM or SIGINT. Then it stops claiming, waits --grace for in-flight jobs, cancels
 and requeues the rest without spending an attempt, and exits 0. A second signal
-exits at once (status 130); leases bring back what was left.`,
+exits at once (status 130); leases bring back what was left.
+
+Every flag is checked before connecting: --queues takes name=N with N from 1 to
+10000 (or gpu), --lease 0 or at least 1s, --grace 0 or more, --poll-interval at
+least 10ms, --worker-id 1 to 200 characters.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			qs, err := parseQueues(queues)
+			cfg, level, err := f.config(cmd.Flags().Changed)
 			if err != nil {
 				return err
-			}
-			var level slog.Level
-			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-				return fmt.Errorf("--log-level %q is not one of debug, info, warn, error", logLevel)
 			}
 			pool, err := g.connect(cmd.Context())
 			if err != nil {
@@ -50,17 +144,10 @@ exits at once (status 130); leases bring back what was left.`,
 			}
 			defer pool.Close()
 			// The example embedder is always servable: a gpu queue can run its jobs.
-			cache := gpu.NewCache(gpu.CacheConfig{Load: embeddings.Load, IdleUnload: 10 * time.Minute})
-			r := runner.New(pool, runner.Config{
-				Queues:        qs,
-				Models:        cache,
-				Servable:      []string{embeddings.ModelName},
-				WorkerID:      workerID,
-				Lease:         lease,
-				ShutdownGrace: grace,
-				Logger:        slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
-				Version:       version,
-			})
+			cfg.Models = gpu.NewCache(gpu.CacheConfig{Load: embeddings.Load, IdleUnload: 10 * time.Minute})
+			cfg.Servable = []string{embeddings.ModelName}
+			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			r := runner.New(pool, cfg)
 			runner.HandleBuiltins(r)
 			embeddings.Register(r, pool)
 			for _, register := range registerHandlers {
@@ -69,11 +156,12 @@ exits at once (status 130); leases bring back what was left.`,
 			return r.Run(cmd.Context())
 		},
 	}
-	cmd.Flags().StringVar(&queues, "queues", "default=8", "queues to serve and their worker counts: name=N,name=N (N=gpu: one per device)")
-	cmd.Flags().StringVar(&workerID, "worker-id", "", "worker id (default host:pid:random)")
-	cmd.Flags().DurationVar(&grace, "grace", runner.DefaultShutdownGrace, "how long in-flight jobs may finish after SIGTERM")
-	cmd.Flags().DurationVar(&lease, "lease", 0, "claim lease, renewed every lease/3 (0: each queue's default_lease, else 30s)")
-	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	cmd.Flags().StringVar(&f.queues, "queues", "default=8", "queues to serve and their worker counts: name=N,name=N (N from 1 to 10000, or gpu: one per device)")
+	cmd.Flags().StringVar(&f.workerID, "worker-id", "", "worker id, 1 to 200 characters (default host:pid:random)")
+	cmd.Flags().DurationVar(&f.grace, "grace", runner.DefaultShutdownGrace, "how long in-flight jobs may finish after SIGTERM (0: cancel them at once)")
+	cmd.Flags().DurationVar(&f.lease, "lease", 0, "claim lease, at least 1s, renewed every lease/3 (0: each queue's default_lease, else 30s)")
+	cmd.Flags().DurationVar(&f.poll, "poll-interval", runner.DefaultPollInterval, "how often each queue is polled without a notification (at least 10ms)")
+	cmd.Flags().StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
 }
 
@@ -82,28 +170,34 @@ const version = "0.1.0-dev"
 
 var queueSpecName = regexp.MustCompile(`^[a-z][a-z0-9_.-]{0,62}$`)
 
-// parseQueues reads "default=8,images=2,gpu=gpu" strictly: every part must be name=N with a
-// valid queue name and N >= 1, and no queue may appear twice.
+// parseQueues reads "default=8,images=2,gpu=gpu" strictly: every part must be name=N
+// with a valid queue name and N from 1 to maxQueueWorkers (or gpu), and no queue may
+// appear twice.
 func parseQueues(spec string) (map[string]runner.QueueConfig, error) {
 	out := map[string]runner.QueueConfig{}
 	for _, part := range strings.Split(spec, ",") {
 		name, n, ok := strings.Cut(strings.TrimSpace(part), "=")
 		if !ok {
-			return nil, fmt.Errorf("--queues part %q is not name=N", part)
+			return nil, fmt.Errorf("--queues part %s is not name=N", clip(part))
 		}
 		if !queueSpecName.MatchString(name) {
-			return nil, fmt.Errorf("--queues: queue name %q is not valid (1 to 63 of a-z, 0-9, _ - . starting with a letter)", name)
+			return nil, fmt.Errorf("--queues: queue name %s is not valid (1 to 63 of a-z, 0-9, _ - . starting with a letter)", clip(name))
+		}
+		if _, dup := out[name]; dup {
+			return nil, fmt.Errorf("--queues: queue %s is given twice", name)
 		}
 		if n == "gpu" { // one slot per device
 			out[name] = runner.QueueConfig{GPU: true}
 			continue
 		}
 		workers, err := strconv.Atoi(n)
-		if err != nil || workers < 1 {
-			return nil, fmt.Errorf("--queues: worker count %q of queue %s is not a whole number of at least 1", n, name)
-		}
-		if _, dup := out[name]; dup {
-			return nil, fmt.Errorf("--queues: queue %s is given twice", name)
+		switch {
+		case errors.Is(err, strconv.ErrRange):
+			return nil, fmt.Errorf("--queues: worker count %s of queue %s is out of range: give 1 to %d", clip(n), name, maxQueueWorkers)
+		case err != nil || workers < 1:
+			return nil, fmt.Errorf("--queues: worker count %s of queue %s is not a whole number of at least 1", clip(n), name)
+		case workers > maxQueueWorkers:
+			return nil, fmt.Errorf("--queues: worker count %d of queue %s is over the limit of %d", workers, name, maxQueueWorkers)
 		}
 		out[name] = runner.QueueConfig{Workers: workers}
 	}
