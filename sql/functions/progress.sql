@@ -40,8 +40,14 @@ as $$
 $$;
 
 -- emit appends a handler or operator event to a job's audit log and, if the job is
--- running, counts as a sign of life. Returns the event id; raises P0002 for an
--- unknown job and 22023 for a bad event name or level.
+-- running, counts as a sign of life. level is debug, info, warn (also spelled
+-- warning, stored as warn) or error; fields is a JSON object of at most
+-- max_json_bytes(). Two fields report progress as well: _progress_current and
+-- _progress_total (non-negative integers) set progress_current and progress_total of
+-- a running job as set_progress does (a missing one keeps its value), in the same
+-- UPDATE that records the sign of life; they stay in the stored fields. Returns the
+-- event id; raises P0002 for an unknown job and 22023 for a bad event name, level,
+-- fields or progress value, before anything is written.
 create or replace function pgrun.emit(
   job_id   bigint,
   event    text,
@@ -54,20 +60,46 @@ language plpgsql
 set search_path = pgrun, pg_catalog
 as $$
 #variable_conflict use_column
+declare
+  v_level    text := case when emit.level = 'warning' then 'warn' else emit.level end;
+  v_current  bigint;
+  v_total    bigint;
+  k          text;
+  v          jsonb;
+  n          numeric;
 begin
   if event is null or event !~ '^[A-Za-z][A-Za-z0-9_.:-]{0,127}$' then
     raise exception 'event name % is not valid', coalesce(quote_literal(event), 'NULL')
       using errcode = '22023', hint = 'Use a dotted name such as ''batch.done'' (letters, digits, _ . : -).';
   end if;
-  if level is null or level not in ('debug', 'info', 'warn', 'error') then
+  if v_level is null or v_level not in ('debug', 'info', 'warn', 'error') then
     raise exception 'event level % is not valid', coalesce(quote_literal(level), 'NULL')
-      using errcode = '22023', hint = 'Use debug, info, warn or error.';
+      using errcode = '22023', hint = 'Use debug, info, warn (or warning) or error.';
   end if;
   if fields is not null and jsonb_typeof(fields) <> 'object' then
     raise exception 'event fields must be a JSON object, got %', jsonb_typeof(fields)
       using errcode = '22023', hint = 'Pass an object such as {"rows": 10}.';
   end if;
-  update pgrun.jobs j set heartbeat_at = pgrun.clock()
+  perform pgrun.check_json_size('event fields', fields);
+  foreach k in array array['_progress_current', '_progress_total'] loop
+    continue when fields is null or not fields ? k;
+    v := fields -> k;
+    n := case when jsonb_typeof(v) = 'number' then (v #>> '{}')::numeric end;
+    if n is null or n < 0 or n <> trunc(n) or n > 9223372036854775807 then
+      raise exception 'event field % is %, not a non-negative integer', k, v
+        using errcode = '22023',
+              hint = 'Report progress as {"_progress_current": 3, "_progress_total": 10}; leave a key out to keep its value.';
+    end if;
+    if k = '_progress_current' then
+      v_current := n;
+    else
+      v_total := n;
+    end if;
+  end loop;
+  update pgrun.jobs j
+  set heartbeat_at = pgrun.clock(),
+      progress_current = coalesce(v_current, j.progress_current),
+      progress_total = coalesce(v_total, j.progress_total)
   where j.id = emit.job_id and j.status = 'running';
   if not found then
     perform 1 from pgrun.jobs j where j.id = emit.job_id;
@@ -75,6 +107,6 @@ begin
       perform pgrun.job_not_found(emit.job_id);
     end if;
   end if;
-  return pgrun.add_event(job_id, event, level, message, fields);
+  return pgrun.add_event(job_id, event, v_level, message, fields);
 end;
 $$;
