@@ -1,9 +1,14 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/pgrun/pgrun"
@@ -14,7 +19,7 @@ func init() { commands = append(commands, newJobCmd) }
 func newJobCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "job ID",
-		Short: "Show one job: its row, progress and audit log",
+		Short: "Show one job: its row, progress and timeline (transitions and audit log)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := parseID(args[0])
@@ -34,7 +39,7 @@ func newJobCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			events, err := pgrun.Events(ctx, pool, id)
+			timeline, err := jobTimeline(ctx, pool, id)
 			if err != nil {
 				return err
 			}
@@ -68,15 +73,40 @@ func newJobCmd(g *globals) *cobra.Command {
 			if err := tw.Flush(); err != nil {
 				return err
 			}
-			fmt.Fprintf(out, "\nevents (%d)\n", len(events))
+			fmt.Fprintf(out, "\ntimeline (%d)\n", len(timeline))
 			tw = table(out)
-			for _, e := range events {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.At.Local().Format("2006-01-02 15:04:05.000"), e.Level, e.Event,
-					orDash(e.Message), compactJSON(e.Fields))
+			fmt.Fprintf(tw, "at\tattempt\tlevel\tevent\tmessage\tfields\n")
+			for _, e := range timeline {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.At.Local().Format("2006-01-02 15:04:05.000"), orDash(e.Attempt),
+					e.Level, e.Event, orDash(e.Message), compactJSON(e.Fields))
 			}
 			return tw.Flush()
 		},
 	}
+}
+
+// timelineEntry is one row of pgrun.job_timeline.
+type timelineEntry struct {
+	At      time.Time       `db:"at"`
+	Event   string          `db:"event"`
+	Level   string          `db:"level"`
+	Attempt *int32          `db:"attempt"`
+	Message *string         `db:"message"`
+	Fields  json.RawMessage `db:"fields"`
+}
+
+// jobTimeline reads job id's whole story: the stored events and the transitions the
+// row records as timestamps (enqueued, started, the ending), oldest first.
+func jobTimeline(ctx context.Context, pool *pgxpool.Pool, id int64) ([]timelineEntry, error) {
+	rows, err := pool.Query(ctx, `select at, event, level, attempt, message, fields from pgrun.job_timeline($1)`, id)
+	if err != nil {
+		return nil, fmt.Errorf("timeline of job %d: %w", id, err)
+	}
+	entries, err := pgx.CollectRows(rows, pgx.RowToStructByName[timelineEntry])
+	if err != nil {
+		return nil, fmt.Errorf("timeline of job %d: %w", id, err)
+	}
+	return entries, nil
 }
 
 // progressBar renders "[#########-----------]  45% 450/1000".
