@@ -1,6 +1,7 @@
 -- runs.sql: running a DAG workflow. start_run creates the run and a job per node;
 -- node_finished (called by dispatch when a node job finishes) releases dependents,
--- skips what a failure cuts off and ends the run.
+-- skips what a failure cuts off and ends the run; node_redriven (called by retry_job)
+-- and retry_run resume a run that ended on a failure.
 
 -- workflow_node returns the spec of node in run_id's workflow version.
 create or replace function pgrun.workflow_node(run_id bigint, node text)
@@ -13,6 +14,32 @@ as $$
   join pgrun.workflows w on w.name = r.workflow and w.version = r.version,
   jsonb_array_elements(w.spec -> 'nodes') n
   where r.id = run_id and n ->> 'name' = node
+$$;
+
+-- run_nodes lists the nodes of run r's workflow version: name, deps (a JSON array) and
+-- whether the node is optional.
+create or replace function pgrun.run_nodes(r pgrun.runs)
+returns table (name text, deps jsonb, optional boolean)
+language sql
+stable
+set search_path = pgrun, pg_catalog
+as $$
+  select n ->> 'name', coalesce(n -> 'deps', '[]'), coalesce((n ->> 'optional')::boolean, false)
+  from pgrun.workflows w, jsonb_array_elements(w.spec -> 'nodes') n
+  where w.name = r.workflow and w.version = r.version
+$$;
+
+-- node_passed says whether a node that ended in status with error lets its dependents
+-- run: it succeeded, or was skipped by its skip_if, or it is optional (any end).
+create or replace function pgrun.node_passed(status pgrun.job_status, error jsonb, optional boolean)
+returns boolean
+language sql
+immutable
+set search_path = pgrun, pg_catalog
+as $$
+  select status = 'succeeded'
+      or (status = 'skipped' and error ->> 'class' = 'skip_if')
+      or (optional and status in ('succeeded', 'failed', 'cancelled', 'skipped'))
 $$;
 
 -- run_context is what references resolve against: {"input": ..., "NODE": {"output":
@@ -33,7 +60,8 @@ $$;
 
 -- node_ready moves a pending node whose dependencies are all done on: skipped if its
 -- skip_if holds; for an input node, succeeded with the submitted input or waiting for
--- it; for a map node, waiting for one child per element of the referenced array;
+-- it; for a map node, waiting for one child per element of the referenced array (failed,
+-- class bad_map, if it is not an array or has more than max_map_items() elements);
 -- otherwise queued with its args resolved.
 create or replace function pgrun.node_ready(j pgrun.jobs)
 returns void
@@ -46,6 +74,7 @@ declare
   v_now  timestamptz := pgrun.clock();
   items  jsonb;
   given  jsonb;
+  small  jsonb;
 begin
   if nd ? 'skip_if' and pgrun.eval_condition(nd -> 'skip_if', ctx) then
     update pgrun.jobs set status = 'skipped', finished_at = v_now,
@@ -72,6 +101,14 @@ begin
       where id = j.id and status = 'pending';
       return;
     end if;
+    if jsonb_array_length(items) > pgrun.max_map_items() then
+      update pgrun.jobs set status = 'failed', finished_at = v_now,
+        error = jsonb_build_object('class', 'bad_map',
+                  'message', format('map of node %s resolved to %s elements, over the limit of %s',
+                                    j.node, jsonb_array_length(items), pgrun.max_map_items()))
+      where id = j.id and status = 'pending';
+      return;
+    end if;
     update pgrun.jobs set status = 'waiting', started_at = v_now, progress_current = 0,
       progress_total = jsonb_array_length(items), children_failed = 0,
       failure_ratio = coalesce((nd ->> 'failure_ratio')::double precision, 1.0)
@@ -81,10 +118,13 @@ begin
       where id = j.id and status = 'waiting';
       return;
     end if;
+    -- Each child's args resolve against the context they read, not a copy of every
+    -- node's output per element.
+    small := pgrun.context_for(ctx, nd -> 'args');
     perform pgrun.enqueue_jobs((
       select jsonb_agg(jsonb_strip_nulls(jsonb_build_object(
                'kind', nd ->> 'kind', 'queue', nd ->> 'queue', 'priority', nd -> 'priority',
-               'args', pgrun.resolve(coalesce(nd -> 'args', '{}'), ctx || jsonb_build_object('item', x)),
+               'args', pgrun.resolve(coalesce(nd -> 'args', '{}'), small || jsonb_build_object('item', x)),
                'model', nd ->> 'model', 'timeout', nd ->> 'timeout', 'max_attempts', nd -> 'max_attempts',
                'parent_id', j.id, 'meta', jsonb_build_object('map_index', i - 1)))
              order by i)
@@ -101,7 +141,8 @@ $$;
 -- start_run starts a run of the newest version of workflow with input, creating the
 -- run and one job per node atomically; nodes without dependencies are made ready at
 -- once. With unique_key and a running run holding it, that run is returned instead.
--- Raises P0002 for an unknown workflow.
+-- Raises P0002 for an unknown workflow, 22023 for an input that is not an object or is
+-- over max_json_bytes().
 create or replace function pgrun.start_run(workflow text, input jsonb default '{}', unique_key text default null)
 returns pgrun.runs
 language plpgsql
@@ -122,6 +163,7 @@ begin
     raise exception 'run input must be a JSON object, got %', coalesce(jsonb_typeof(input), 'NULL')
       using errcode = '22023', hint = 'Pass an object such as {"url": "..."}.';
   end if;
+  perform pgrun.check_json_size('run input', input);
   if unique_key is not null then
     select * into r from pgrun.runs x where x.unique_key = start_run.unique_key and x.status = 'running';
     if found then
@@ -157,11 +199,36 @@ as $$
   where w.name = r.workflow and w.version = r.version and (n -> 'deps') ? node
 $$;
 
+-- node_downstream lists the nodes of run r's workflow that depend on node, directly
+-- or not. Each step looks the next nodes up in a map built once ({"node":
+-- [dependents]}), so a long chain costs linear time, not a scan of every edge per step.
+create or replace function pgrun.node_downstream(r pgrun.runs, node text)
+returns setof text
+language sql
+stable
+set search_path = pgrun, pg_catalog
+as $$
+  with recursive subs as materialized (
+    select coalesce(jsonb_object_agg(g.dep, g.names), '{}') as m
+    from (select d.dep, jsonb_agg(n.name) as names
+          from pgrun.run_nodes(r) n, jsonb_array_elements_text(n.deps) d(dep)
+          group by d.dep) g
+  ), down(name) as (
+    select x from subs, jsonb_array_elements_text(subs.m -> node) x
+    union
+    select x from down, subs, jsonb_array_elements_text(subs.m -> down.name) x
+  )
+  select name from down
+$$;
+
 -- node_finished releases what depends on node job j. A success (or a skip by
 -- skip_if, or any end of an optional node) counts down its dependents and readies
 -- those with nothing left to wait for. A required node that failed or was cancelled
--- fails the run, skips its pending dependents (upstream_failed) and cancels what is
--- still unfinished. The run succeeds when every node has ended.
+-- fails the run, skips every pending node downstream of it (class upstream_failed) and
+-- cancels what is still unfinished elsewhere (error "cause": "run_failed", which a
+-- redrive looks for). When no node is active any more the run ends: succeeded if every
+-- required node passed, else failed naming the first that did not (a redriven run can
+-- end so). Takes the run's row lock; does nothing once the run has ended.
 create or replace function pgrun.node_finished(j pgrun.jobs)
 returns void
 language plpgsql
@@ -169,18 +236,20 @@ set search_path = pgrun, pg_catalog
 as $$
 declare
   r       pgrun.runs;
-  nd      jsonb := pgrun.workflow_node(j.run_id, j.node);
+  nd      jsonb;
   passed  boolean;
   d       pgrun.jobs;
+  todo    bigint;
+  c       pgrun.jobs;
+  bad     pgrun.jobs;
   v_now   timestamptz := pgrun.clock();
 begin
   select * into r from pgrun.runs where id = j.run_id for update;
   if not found or r.status <> 'running' then
     return;
   end if;
-  passed := j.status = 'succeeded'
-         or (j.status = 'skipped' and j.error ->> 'class' = 'skip_if')
-         or coalesce((nd ->> 'optional')::boolean, false);
+  nd := pgrun.workflow_node(j.run_id, j.node);
+  passed := pgrun.node_passed(j.status, j.error, coalesce((nd ->> 'optional')::boolean, false));
 
   if not passed then
     -- A required node failed or was cancelled. The run fails first, so that the
@@ -193,10 +262,17 @@ begin
         error = jsonb_build_object('class', 'upstream_failed',
                   'message', format('upstream node %s ended %s', j.node, j.status))
     where x.run_id = r.id and x.parent_id is null and x.status = 'pending'
-      and x.node in (select pgrun.node_dependents(r, j.node));
-    perform pgrun.cancel_job(x.id, format('run %s failed at node %s', r.id, j.node))
-    from pgrun.jobs x
-    where x.run_id = r.id and x.parent_id is null and x.status in ('pending', 'queued', 'running', 'waiting');
+      and x.node in (select pgrun.node_downstream(r, j.node));
+    for todo in
+      select y.id from pgrun.jobs y
+      where y.run_id = r.id and y.parent_id is null and y.status in ('pending', 'queued', 'running', 'waiting')
+      order by y.id
+    loop
+      c := pgrun.cancel_job(todo, format('run %s failed at node %s', r.id, j.node));
+      if c.id is not null then
+        update pgrun.jobs set error = error || '{"cause": "run_failed"}' where id = c.id;
+      end if;
+    end loop;
     return;
   end if;
 
@@ -216,7 +292,17 @@ begin
 
   if not exists (select 1 from pgrun.jobs x where x.run_id = r.id and x.parent_id is null
                  and x.status in ('pending', 'queued', 'running', 'waiting')) then
-    -- Every node is done: the run's output is its leaf nodes' outputs.
+    select x.* into bad
+    from pgrun.jobs x join pgrun.run_nodes(r) n on n.name = x.node
+    where x.run_id = r.id and x.parent_id is null and not pgrun.node_passed(x.status, x.error, n.optional)
+    order by x.id limit 1;
+    if found then
+      update pgrun.runs set status = 'failed', finished_at = v_now,
+        error = jsonb_build_object('node', bad.node, 'job_id', bad.id, 'status', bad.status, 'error', bad.error)
+      where id = r.id and status = 'running';
+      return;
+    end if;
+    -- Every node passed: the run's output is its leaf nodes' outputs.
     update pgrun.runs set status = 'succeeded', finished_at = v_now,
       output = (select coalesce(jsonb_object_agg(x.node, x.result), '{}')
                 from pgrun.jobs x, pgrun.workflows w
@@ -229,10 +315,167 @@ begin
 end;
 $$;
 
+-- map_node_resumed makes map node m, which ended failed or cancelled after it fanned
+-- out and has just been put back (pending or queued), wait for its children again: the
+-- children that succeeded (or were skipped) count as done and keep their results, the
+-- failed and cancelled ones are retried with retry_job. Returns false, changing
+-- nothing, if m has no children (it never fanned out: node_ready must map it again).
+create or replace function pgrun.map_node_resumed(m pgrun.jobs)
+returns boolean
+language plpgsql
+set search_path = pgrun, pg_catalog
+as $$
+declare
+  c      pgrun.jobs;
+  v_now  timestamptz := pgrun.clock();
+begin
+  if not exists (select 1 from pgrun.jobs x where x.parent_id = m.id) then
+    return false;
+  end if;
+  update pgrun.jobs x
+  set status = 'waiting', started_at = coalesce(x.started_at, v_now), finished_at = null, result = null,
+      error = null, dispatched_at = null, lease_expires_at = null, children_failed = 0, child_errors = '{}',
+      progress_current = (select count(*) from pgrun.jobs y where y.parent_id = m.id and y.status in ('succeeded', 'skipped'))
+  where x.id = m.id and x.status in ('pending', 'queued');
+  for c in select * from pgrun.jobs x where x.parent_id = m.id and x.status in ('failed', 'cancelled') order by x.id loop
+    perform pgrun.retry_job(c.id);
+    -- Its first end was counted by a parent that has since been reset: count it again.
+    update pgrun.jobs set dispatched_at = null where id = c.id;
+  end loop;
+  -- Nothing to retry and nothing running (not seen in practice): it is done.
+  update pgrun.jobs x
+  set status = 'succeeded', finished_at = v_now,
+      result = (select coalesce(jsonb_agg(y.result order by (y.meta ->> 'map_index')::integer), '[]')
+                from pgrun.jobs y where y.parent_id = m.id)
+  where x.id = m.id and x.status = 'waiting' and x.progress_current >= x.progress_total;
+  return true;
+end;
+$$;
+
+-- node_redriven resumes the run of DAG node j, which retry_job has just put back in
+-- the queue after it failed or was cancelled. A run that had ended runs again
+-- (finished_at, error and output cleared; 23505 if another running run has taken its
+-- unique_key meanwhile). What the end of the run cut off goes back to pending: nodes
+-- skipped as upstream_failed and nodes cancelled when the run failed or was cancelled
+-- (error "cause" run_failed or run_cancelled; for runs that ended before causes were
+-- recorded, nodes cancelled at the instant the run ended). Every pending node's
+-- deps_remaining is recomputed as the number of its deps that have not passed
+-- (succeeded, skipped by skip_if, or any end of an optional node) and those at zero
+-- are made ready. j stays queued as retry_job left it, unless it cannot run as a plain
+-- job: a map node waits for its children again (map_node_resumed), an input node
+-- waits for its input again, and a node whose deps have not all passed waits for them.
+-- Takes the run's row lock.
+create or replace function pgrun.node_redriven(j pgrun.jobs)
+returns void
+language plpgsql
+set search_path = pgrun, pg_catalog
+as $$
+declare
+  r    pgrun.runs;
+  nd   jsonb := pgrun.workflow_node(j.run_id, j.node);
+  d    pgrun.jobs;
+begin
+  select * into r from pgrun.runs where id = j.run_id for update;
+  if not found then
+    return;
+  end if;
+  if r.status <> 'running' then
+    begin
+      update pgrun.runs set status = 'running', finished_at = null, error = null, output = null where id = r.id;
+    exception when unique_violation then
+      raise exception 'run % cannot resume: another running run holds its unique_key %', r.id, quote_literal(r.unique_key)
+        using errcode = '23505',
+              hint = 'Wait for or cancel the run that holds the key: SELECT id FROM pgrun.runs WHERE unique_key = ... AND status = ''running'';';
+    end;
+  end if;
+
+  -- Back to pending: what the end of the run cut off, and j if it cannot stay queued.
+  update pgrun.jobs x
+  set status = 'pending', error = null, result = null, started_at = null, finished_at = null,
+      dispatched_at = null, lease_expires_at = null, failures = 0, lease_expiries = 0
+  where x.run_id = r.id and x.parent_id is null and x.id <> j.id
+    and ((x.status = 'skipped' and x.error ->> 'class' = 'upstream_failed')
+      or (x.status = 'cancelled' and (x.error ->> 'cause' in ('run_failed', 'run_cancelled')
+          or (not x.error ? 'cause' and x.finished_at = r.finished_at
+              and x.id::text is distinct from r.error ->> 'job_id'))));
+  update pgrun.jobs set dispatched_at = null where id = j.id;
+
+  -- deps_remaining of every pending node (and of j), from what has passed now. This
+  -- UPDATE completes before any node is readied, so nested dispatches count down from it.
+  update pgrun.jobs x set deps_remaining = c.n
+  from (select p.id, count(dj.id) filter (where not pgrun.node_passed(dj.status, dj.error, dn.optional))::integer as n
+        from pgrun.jobs p
+        join pgrun.run_nodes(r) pn on pn.name = p.node
+        left join lateral jsonb_array_elements_text(pn.deps) dep(name) on true
+        left join pgrun.run_nodes(r) dn on dn.name = dep.name
+        left join pgrun.jobs dj on dj.run_id = r.id and dj.parent_id is null and dj.node = dep.name
+        where p.run_id = r.id and p.parent_id is null and (p.status = 'pending' or p.id = j.id)
+        group by p.id) c
+  where x.id = c.id;
+
+  select * into d from pgrun.jobs where id = j.id;
+  if d.status = 'queued' and (nd ? 'map' or coalesce(nd ->> 'input', 'false') = 'true' or d.deps_remaining > 0) then
+    if not (nd ? 'map' and d.deps_remaining = 0 and pgrun.map_node_resumed(d)) then
+      update pgrun.jobs set status = 'pending', started_at = null where id = j.id and status = 'queued';
+    end if;
+  end if;
+
+  for d in
+    select * from pgrun.jobs x
+    where x.run_id = r.id and x.parent_id is null and x.status = 'pending' and x.deps_remaining = 0
+    order by x.id
+  loop
+    -- An earlier node_ready may have moved it on (a skip that released it, say).
+    continue when (select status from pgrun.jobs where id = d.id) <> 'pending';
+    if not (pgrun.workflow_node(r.id, d.node) ? 'map' and pgrun.map_node_resumed(d)) then
+      perform pgrun.node_ready(d);
+    end if;
+  end loop;
+end;
+$$;
+
+-- retry_run redrives run_id after it failed or was cancelled: every failed or cancelled
+-- node is retried (retry_job), which puts the run back to running and what its end cut
+-- off back to pending (node_redriven). Returns the run; NULL, changing nothing, if it is
+-- running or succeeded; P0002 for an unknown run; 23505 if another running run has
+-- taken its unique_key.
+create or replace function pgrun.retry_run(run_id bigint)
+returns pgrun.runs
+language plpgsql
+set search_path = pgrun, pg_catalog
+as $$
+#variable_conflict use_column
+declare
+  r  pgrun.runs;
+  x  bigint;
+begin
+  select * into r from pgrun.runs y where y.id = retry_run.run_id for update;
+  if not found then
+    raise exception 'run % does not exist', coalesce(run_id::text, 'NULL')
+      using errcode = 'P0002', hint = 'List runs with: SELECT id, workflow, status FROM pgrun.runs ORDER BY id DESC LIMIT 20;';
+  end if;
+  if r.status in ('running', 'succeeded') then
+    return null;
+  end if;
+  for x in
+    select y.id from pgrun.jobs y
+    where y.run_id = r.id and y.parent_id is null and y.status in ('failed', 'cancelled')
+    order by y.id
+  loop
+    perform pgrun.retry_job(x); -- NULL for a node an earlier redrive already put back
+  end loop;
+  select * into r from pgrun.runs y where y.id = r.id;
+  return r;
+end;
+$$;
+
 -- submit_input gives input node of run_id its payload. If the node is waiting it
 -- succeeds with the payload now (returns true); if it is not reached yet the payload
--- is kept and used when it is (returns false). A second input for the same node is
--- refused.
+-- is kept and used when it is (returns false). Refused, writing nothing: an unknown run
+-- (P0002); a node that is not an input node or a NULL payload (22023); a second input
+-- for the same node (23505); a run that has ended (55000: redrive it first); a payload
+-- over max_json_bytes() (22023). Takes the run's row lock, so that the run cannot end
+-- between the check and the write, and two inputs for one node are one after the other.
 create or replace function pgrun.submit_input(run_id bigint, node text, payload jsonb)
 returns boolean
 language plpgsql
@@ -240,9 +483,10 @@ set search_path = pgrun, pg_catalog
 as $$
 #variable_conflict use_column
 declare
-  nd jsonb;
+  nd  jsonb;
+  st  pgrun.run_state;
 begin
-  perform 1 from pgrun.runs r where r.id = submit_input.run_id;
+  select r.status into st from pgrun.runs r where r.id = submit_input.run_id for update;
   if not found then
     raise exception 'run % does not exist', coalesce(run_id::text, 'NULL')
       using errcode = 'P0002', hint = 'List runs with: SELECT id, workflow, status FROM pgrun.runs ORDER BY id DESC LIMIT 20;';
@@ -256,13 +500,19 @@ begin
     raise exception 'input payload must not be NULL'
       using errcode = '22023', hint = 'Pass a JSON value, for example {"approved": true}.';
   end if;
-  insert into pgrun.run_inputs (run_id, node, payload, submitted_at)
-  values (run_id, node, payload, pgrun.clock())
-  on conflict do nothing;
-  if not found then
+  if exists (select 1 from pgrun.run_inputs i where i.run_id = submit_input.run_id and i.node = submit_input.node) then
     raise exception 'input for node % of run % was already submitted', node, run_id
       using errcode = '23505', hint = 'Each input node takes one input.';
   end if;
+  if st <> 'running' then
+    raise exception 'run % is %: it takes no more input', run_id, st
+      using errcode = '55000',
+            hint = case when st = 'succeeded' then 'Start a new run: SELECT pgrun.start_run(workflow, input);'
+                        else 'Resume it first with SELECT pgrun.retry_run(run_id); then submit the input.' end;
+  end if;
+  perform pgrun.check_json_size(format('input for node %s of run %s', node, run_id), payload);
+  insert into pgrun.run_inputs (run_id, node, payload, submitted_at)
+  values (run_id, node, payload, pgrun.clock());
   update pgrun.jobs j set status = 'succeeded', result = payload, finished_at = pgrun.clock()
   where j.run_id = submit_input.run_id and j.node = submit_input.node and j.parent_id is null
     and j.status = 'waiting';
@@ -270,7 +520,8 @@ begin
 end;
 $$;
 
--- cancel_run cancels a running run and every unfinished node (map children too).
+-- cancel_run cancels a running run and every unfinished node (map children too; the
+-- nodes' errors carry "cause": "run_cancelled", so that retry_run can resume them).
 -- Returns the run; NULL if it had already ended; P0002 for an unknown run.
 create or replace function pgrun.cancel_run(run_id bigint, reason text default null)
 returns pgrun.runs
@@ -279,7 +530,9 @@ set search_path = pgrun, pg_catalog
 as $$
 #variable_conflict use_column
 declare
-  r pgrun.runs;
+  r     pgrun.runs;
+  todo  bigint;
+  c     pgrun.jobs;
 begin
   perform 1 from pgrun.runs x where x.id = cancel_run.run_id;
   if not found then
@@ -293,9 +546,16 @@ begin
   if not found then
     return null;
   end if;
-  perform pgrun.cancel_job(j.id, coalesce(reason, format('run %s cancelled', r.id)))
-  from pgrun.jobs j
-  where j.run_id = r.id and j.parent_id is null and j.status in ('pending', 'queued', 'running', 'waiting');
+  for todo in
+    select j.id from pgrun.jobs j
+    where j.run_id = r.id and j.parent_id is null and j.status in ('pending', 'queued', 'running', 'waiting')
+    order by j.id
+  loop
+    c := pgrun.cancel_job(todo, coalesce(reason, format('run %s cancelled', r.id)));
+    if c.id is not null then
+      update pgrun.jobs j set error = j.error || '{"cause": "run_cancelled"}' where j.id = c.id;
+    end if;
+  end loop;
   return r;
 end;
 $$;

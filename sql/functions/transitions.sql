@@ -234,6 +234,9 @@ begin
   if not found then
     return null;
   end if;
+  if j.run_id is not null and j.parent_id is null then
+    perform pgrun.node_redriven(j); -- a DAG node: its run resumes (runs.sql)
+  end if;
   perform pgrun.add_event(j.id, 'job.retried', 'info', 'manual redrive',
     jsonb_build_object('attempt', j.attempt));
   perform pg_notify('pgrun_jobs', j.queue);
