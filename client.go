@@ -21,8 +21,13 @@ var (
 	ErrNotRetryable = errors.New("pgrun: job is not failed or cancelled")
 )
 
+// NoTimeout, given to [Timeout] or JobSpec.Timeout, enqueues a job with no timeout.
+// Without it a job gets its queue's default_timeout, else the engine's one hour.
+const NoTimeout time.Duration = -1
+
 // JobSpec describes a job to enqueue. Zero fields take the engine's defaults: queue
-// "default", priority 0 (most urgent), run now, 25 attempts, no timeout.
+// "default", priority 0 (most urgent), run now, 25 attempts, the queue's timeout
+// (else one hour; [NoTimeout] for none).
 type JobSpec struct {
 	Kind        string         `json:"kind"`
 	Args        any            `json:"args,omitempty"`
@@ -53,6 +58,9 @@ func (s JobSpec) MarshalJSON() ([]byte, error) {
 	var timeout *string
 	if s.Timeout > 0 {
 		t := fmt.Sprintf("%d microseconds", s.Timeout.Microseconds())
+		timeout = &t
+	} else if s.Timeout == NoTimeout {
+		t := "0"
 		timeout = &t
 	}
 	return json.Marshal(struct {
@@ -86,7 +94,8 @@ func Parent(id int64) Option { return func(s *JobSpec) { s.ParentID = id } }
 // Model names the model the job needs, for warm-model routing.
 func Model(name string) Option { return func(s *JobSpec) { s.Model = name } }
 
-// Timeout bounds one attempt's run time.
+// Timeout bounds one attempt's run time (the engine's timeout rule: past it with no
+// sign of life within the stall window, the attempt fails). [NoTimeout] for none.
 func Timeout(d time.Duration) Option { return func(s *JobSpec) { s.Timeout = d } }
 
 // Meta attaches free-form metadata (tenant, trace id, ...).
@@ -112,7 +121,7 @@ func Enqueue(ctx context.Context, db DB, kind string, args any, opts ...Option) 
 	for _, o := range opts {
 		o(&spec)
 	}
-	if spec.Timeout < 0 {
+	if spec.Timeout < 0 && spec.Timeout != NoTimeout {
 		return nil, fmt.Errorf("pgrun: enqueue %s: timeout %s is negative", kind, spec.Timeout)
 	}
 	if spec.UniqueWindow > 0 || spec.ReplaceDuplicate {
@@ -173,7 +182,7 @@ func EnqueueMany(ctx context.Context, db DB, specs []JobSpec) ([]*Job, error) {
 		return nil, nil
 	}
 	for _, s := range specs {
-		if s.Timeout < 0 {
+		if s.Timeout < 0 && s.Timeout != NoTimeout {
 			return nil, fmt.Errorf("pgrun: enqueue %s: timeout %s is negative", s.Kind, s.Timeout)
 		}
 		if s.UniqueWindow > 0 || s.ReplaceDuplicate {

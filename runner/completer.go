@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -81,23 +82,41 @@ func (c *completer) flush() {
 }
 
 func (c *completer) complete(batch []completion) {
+	ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
+	defer cancel()
+	start := time.Now()
+	err := c.send(ctx, batch)
+	switch {
+	case err == nil:
+		c.r.log.Debug("completed", "jobs", len(batch), "took", time.Since(start))
+	case isRefused(err):
+		// One bad result (a value the server will not store) must not poison the
+		// batch: complete one by one, and fail only the job the server refuses.
+		for _, x := range batch {
+			err := c.send(ctx, []completion{x})
+			if err != nil && isRefused(err) {
+				c.r.log.Error("the database refused a job's result; failing the job", "job", x.id, "err", err)
+				c.r.failReport(ctx, x.id, x.attempt, "bad_result", fmt.Sprintf("result refused: %v", err))
+			} else if err != nil {
+				c.r.log.Error("could not record a completion; its lease will bring the job back", "job", x.id, "err", err)
+			}
+		}
+	default:
+		c.r.log.Error("could not record completions; their leases will bring the jobs back",
+			"jobs", len(batch), "err", err)
+	}
+}
+
+// send records batch with one complete_jobs call, retrying transient errors.
+func (c *completer) send(ctx context.Context, batch []completion) error {
 	ids := make([]int64, len(batch))
 	attempts := make([]int32, len(batch))
 	results := make([][]byte, len(batch))
 	for i, x := range batch {
 		ids[i], attempts[i], results[i] = x.id, int32(x.attempt), x.result
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
-	defer cancel()
-	start := time.Now()
-	err := withRetry(ctx, func(ctx context.Context) error {
+	return withRetry(ctx, func(ctx context.Context) error {
 		_, err := c.r.pool.Exec(ctx, `select pgrun.complete_jobs($1, $2, $3::jsonb[])`, ids, attempts, results)
 		return err
 	})
-	if err != nil {
-		c.r.log.Error("could not record completions; their leases will bring the jobs back",
-			"jobs", len(batch), "err", err)
-		return
-	}
-	c.r.log.Debug("completed", "jobs", len(batch), "took", time.Since(start))
 }

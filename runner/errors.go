@@ -81,20 +81,22 @@ type ErrorClass interface {
 }
 
 // Cancellation causes a handler's context can carry (context.Cause tells which).
+// Each but ErrShutdown means the database has decided the attempt's fate already;
+// the runner learns it from a notification it confirms in the database, or from a
+// lease renewal, and reports nothing for the attempt.
 var (
-	// ErrJobCancelled: an operator cancelled the job (pgrun.cancel_job) or it
-	// timed out in maintain(); its outcome is not reported.
+	// ErrJobCancelled: an operator cancelled the job (pgrun.cancel_job, or a cancel
+	// of its parent or run).
 	ErrJobCancelled = errors.New("pgrun: job cancelled")
-	// ErrLeaseLost: the runner could not renew the job's lease and another worker
-	// may run it now; its outcome is not reported.
+	// ErrLeaseLost: the job is no longer this runner's to run: its lease was
+	// reclaimed, an operator turned the worker off for its queue (the job was
+	// requeued without spending an attempt), or it finished elsewhere.
 	ErrLeaseLost = errors.New("pgrun: job lease lost")
 	// ErrShutdown: the runner is stopping and the grace period ran out; the job is
 	// requeued without spending an attempt.
 	ErrShutdown = errors.New("pgrun: runner shutting down")
-	// ErrWorkerOff: an operator set this runner's host to off for the job's queue
-	// (pgrun.set_worker_control); the job is requeued without spending an attempt.
-	ErrWorkerOff = errors.New("pgrun: worker turned off by an operator")
-	// ErrTimeout: the attempt ran past the job's timeout; it fails with class
-	// timeout and is retried if attempts remain.
+	// ErrTimeout: pgrun.maintain() failed the attempt for its timeout (past the
+	// timeout with no sign of life within the stall window); it is retried if
+	// attempts remain.
 	ErrTimeout = errors.New("pgrun: job timed out")
 )

@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgrun/pgrun"
 	"github.com/pgrun/pgrun/gpu"
@@ -22,9 +25,6 @@ type execution struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	beat   atomic.Bool
-	// lastBeat is when the handler last called Beat (unix nanoseconds, 0: never),
-	// for the stall watchdog.
-	lastBeat atomic.Int64
 	// done is closed when the handler has returned.
 	done chan struct{}
 	// cancelledAt is when the watchdog first saw ctx cancelled (unix nanoseconds,
@@ -44,19 +44,19 @@ type execution struct {
 // transient database errors; past it the lease brings the job back instead.
 const reportTimeout = time.Minute
 
+// noHandlerDelay is how long a job of a kind this runner cannot run (its handler
+// went away between claim and start) is put back for, without spending an attempt.
+// claim_jobs hands out only handled kinds, so this is a safety net.
+const noHandlerDelay = time.Minute
+
 // start runs job in its own goroutine; f is told when the slot is free again.
 func (r *Runner) start(job *pgrun.Job, f *fetcher) {
 	ctx, cancel := context.WithCancelCause(r.jobCtx)
 	e := &execution{r: r, job: job, f: f, cancel: cancel, done: make(chan struct{})}
-	ctx = context.WithValue(ctx, execKey{}, e)
-	if job.Timeout != nil && *job.Timeout > 0 {
-		var stop context.CancelFunc
-		ctx, stop = context.WithTimeoutCause(ctx, *job.Timeout, ErrTimeout)
-		prev := cancel
-		cancel = func(cause error) { prev(cause); stop() }
-		e.cancel = cancel
-	}
-	e.ctx = ctx
+	// No deadline here: the timeout rule is pgrun.maintain()'s (a job past its
+	// timeout is spared while it shows a sign of life), and its verdict reaches the
+	// handler as a cancellation with cause ErrTimeout.
+	e.ctx = context.WithValue(ctx, execKey{}, e)
 	r.mu.Lock()
 	r.running[job.ID] = e
 	if _, gone := r.cancelled[cancelKey{id: job.ID, attempt: job.Attempt}]; gone {
@@ -106,7 +106,9 @@ func (e *execution) invoke() (result any, err error) {
 	}
 	h := e.r.handlerFor(e.job.Kind)
 	if h == nil {
-		return nil, Permanent(fmt.Errorf("no handler registered for kind %q on worker %s", e.job.Kind, e.r.cfg.WorkerID))
+		// Never fail work this runner cannot do: another runner (or a later deploy)
+		// may handle the kind.
+		return nil, RetryLater(noHandlerDelay, fmt.Sprintf("no handler for kind %q on worker %s", e.job.Kind, e.r.cfg.WorkerID))
 	}
 	return h(e.ctx, e.job)
 }
@@ -119,29 +121,28 @@ type panicError struct {
 func (p *panicError) Error() string      { return fmt.Sprintf("handler panicked: %v", p.value) }
 func (p *panicError) ErrorClass() string { return "panic" }
 
-// report tells the database how the attempt ended.
+// report tells the database how the attempt ended. Where reporting fails for a
+// reason no retry can fix (the server refuses the result, the children, the delay),
+// the job fails with that reason instead of staying running until its lease runs out.
 func (e *execution) report(result any, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
 	defer cancel()
 	cause := context.Cause(e.ctx)
 	log := e.r.log.With("job", e.job.ID, "kind", e.job.Kind, "attempt", e.job.Attempt)
 	switch {
-	case errors.Is(cause, ErrJobCancelled) || errors.Is(cause, ErrLeaseLost):
-		// The job is no longer ours: cancelled, timed out by maintain(), or
-		// reclaimed. Whatever the handler returned is ignored.
+	case errors.Is(cause, ErrJobCancelled) || errors.Is(cause, ErrLeaseLost) || errors.Is(cause, ErrTimeout):
+		// The database has already decided: the job was cancelled, failed for its
+		// timeout, or taken back. Whatever the handler returned is ignored.
 		log.Info("job stopped", "cause", cause)
 		return
 	case errors.Is(cause, ErrShutdown):
 		e.requeue(ctx, "runner shut down before the job finished")
 		return
-	case errors.Is(cause, ErrWorkerOff):
-		e.requeue(ctx, "an operator turned the worker off")
-		return
 	}
 	if err == nil {
 		payload, merr := json.Marshal(result)
 		if merr != nil {
-			e.fail(ctx, log, Permanent(fmt.Errorf("encode result: %w", merr)))
+			e.r.failReport(ctx, e.job.ID, e.job.Attempt, "bad_result", fmt.Sprintf("encode result: %v", merr))
 			return
 		}
 		if result == nil {
@@ -154,65 +155,103 @@ func (e *execution) report(result any, err error) {
 	if errors.As(err, &de) {
 		children, merr := json.Marshal(de.children)
 		if merr != nil {
-			e.fail(ctx, log, Permanent(fmt.Errorf("encode children: %w", merr)))
+			e.r.failReport(ctx, e.job.ID, e.job.Attempt, "report_failed", fmt.Sprintf("encode children: %v", merr))
 			return
 		}
-		e.exec(ctx, log, `select pgrun.defer_job($1, $2, $3::jsonb, $4)`, e.job.ID, e.job.Attempt, children, de.ratio)
+		e.exec(ctx, log, "defer", `select pgrun.defer_job($1, $2, $3::jsonb, $4)`, e.job.ID, e.job.Attempt, children, de.ratio)
 		return
 	}
 	var rl *retryLaterError
 	if errors.As(err, &rl) {
-		e.exec(ctx, log, `select pgrun.retry_later($1, $2, $3, nullif($4, ''))`,
-			e.job.ID, e.job.Attempt, rl.delay, rl.reason)
+		e.exec(ctx, log, "retry later", `select pgrun.retry_later($1, $2, $3, nullif($4, ''))`,
+			e.job.ID, e.job.Attempt, rl.delay, sanitize(rl.reason))
 		return
-	}
-	if errors.Is(cause, ErrTimeout) {
-		err = timeoutError{limit: *e.job.Timeout}
-	}
-	if errors.Is(cause, ErrStalled) {
-		err = stalledError{after: e.r.cfg.Watchdog.StallTimeout}
 	}
 	e.fail(ctx, log, err)
 }
 
-type timeoutError struct{ limit time.Duration }
-
-func (t timeoutError) Error() string      { return fmt.Sprintf("timed out after %s", t.limit) }
-func (t timeoutError) ErrorClass() string { return "timeout" }
-
 // fail records a failed attempt with its class, message and (for panics) stack.
+// Whether it is retried is the database's decision (pgrun.fail_job: the class, the
+// attempts left); the runner only says when the handler marked it Permanent.
 func (e *execution) fail(ctx context.Context, log *slog.Logger, err error) {
 	class := "error"
 	var ec ErrorClass
 	if errors.As(err, &ec) {
 		class = ec.ErrorClass()
 	}
-	body := map[string]any{"class": class, "message": err.Error()}
+	body := map[string]any{"class": class, "message": sanitize(err.Error())}
 	var pe *panicError
 	if errors.As(err, &pe) {
-		body["stack"] = pe.stack
+		body["stack"] = sanitize(pe.stack)
 	}
 	payload, _ := json.Marshal(body)
-	retryable := !IsPermanent(err)
-	log.Warn("job failed", "class", class, "err", err, "retryable", retryable)
-	e.exec(ctx, log, `select pgrun.fail_job($1, $2, $3::jsonb, $4)`, e.job.ID, e.job.Attempt, payload, retryable)
+	var retryable *bool
+	if IsPermanent(err) {
+		retryable = new(bool)
+	}
+	log.Warn("job failed", "class", class, "err", err, "permanent", retryable != nil)
+	e.exec(ctx, log, "fail", `select pgrun.fail_job($1, $2, $3::jsonb, $4)`, e.job.ID, e.job.Attempt, payload, retryable)
 }
 
 // requeue returns the job to its queue without spending an attempt.
 func (e *execution) requeue(ctx context.Context, reason string) {
-	e.exec(ctx, e.r.log, `select pgrun.requeue_job($1, $2, $3)`, e.job.ID, e.job.Attempt, reason)
+	e.exec(ctx, e.r.log, "requeue", `select pgrun.requeue_job($1, $2, $3)`, e.job.ID, e.job.Attempt, reason)
 }
 
 // exec runs one transition, retrying transient errors. A transition that matches
-// nothing (the job moved on) is not an error.
-func (e *execution) exec(ctx context.Context, log *slog.Logger, sql string, args ...any) {
+// nothing (the job moved on) is not an error. One the server refuses for its input
+// fails the job with class report_failed and the server's reason.
+func (e *execution) exec(ctx context.Context, log *slog.Logger, what, sql string, args ...any) {
 	err := withRetry(ctx, func(ctx context.Context) error {
 		_, err := e.r.pool.Exec(ctx, sql, args...)
 		return err
 	})
-	if err != nil {
-		log.Error("could not report job outcome; its lease will bring it back", "job", e.job.ID, "err", err)
+	switch {
+	case err == nil:
+	case isRefused(err):
+		log.Error("the database refused the job's outcome; failing the job", "report", what, "err", err)
+		e.r.failReport(ctx, e.job.ID, e.job.Attempt, "report_failed", fmt.Sprintf("%s refused: %v", what, err))
+	default:
+		log.Error("could not report job outcome; its lease will bring it back", "report", what, "err", err)
 	}
+}
+
+// failReport fails attempt (id, attempt) for good with class and message: the
+// outcome the handler produced could not be recorded. It is the runner's last word
+// on a job, so the message is sanitised to be storable.
+func (r *Runner) failReport(ctx context.Context, id int64, attempt int, class, message string) {
+	payload, _ := json.Marshal(map[string]any{"class": class, "message": sanitize(message)})
+	err := withRetry(ctx, func(ctx context.Context) error {
+		_, err := r.pool.Exec(ctx, `select pgrun.fail_job($1, $2, $3::jsonb, false)`, id, attempt, payload)
+		return err
+	})
+	if err != nil {
+		r.log.Error("could not fail a job whose outcome was refused; its lease will bring it back",
+			"job", id, "attempt", attempt, "class", class, "err", err)
+	}
+}
+
+// isRefused reports errors the server raises for the input of a call (SQLSTATE
+// classes 22 data exception, 23 integrity constraint, 54 program limit exceeded): the
+// same call will fail again, so retrying it is pointless. Other errors (a missing
+// function during an upgrade, say) are not the job's fault and fail nothing.
+func isRefused(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || len(pe.Code) < 2 {
+		return false
+	}
+	switch pe.Code[:2] {
+	case "22", "23", "54":
+		return true
+	}
+	return false
+}
+
+// sanitize makes s storable in a jsonb value: valid UTF-8 without NUL characters
+// (PostgreSQL rejects \u0000 in jsonb).
+func sanitize(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	return strings.ReplaceAll(s, "\x00", "\uFFFD")
 }
 
 func (e *execution) emit(ctx context.Context, event string, fields map[string]any) error {

@@ -149,8 +149,8 @@ func (f *fetcher) claim(ctx context.Context, n int) ([]*pgrun.Job, error) {
 		}
 		ctx := cctx
 		rows, err := f.r.pool.Query(ctx, `select `+pgrun.JobColumns+`
-			from pgrun.claim_jobs($1, $2, $3, $4, $5)`,
-			f.queue, f.r.cfg.WorkerID, n, f.r.leaseArg(), f.r.models())
+			from pgrun.claim_jobs($1, $2, $3, $4, $5, $6)`,
+			f.queue, f.r.cfg.WorkerID, n, f.r.leaseArg(), f.r.models(), f.r.handledKinds())
 		if err != nil {
 			return err
 		}

@@ -41,12 +41,11 @@ func (j *Job[T]) Progress(ctx context.Context, current, total int64) error {
 }
 
 // Beat records a sign of life without a round trip; the runner sends beats with its
-// next lease renewal. A job past its timeout that beat recently is spared by
-// maintain()'s stall rule. Once a handler has beaten, the runner's stall watchdog
-// fails the attempt if it then goes Watchdog.StallTimeout without another beat.
+// next lease renewal. A job past its timeout that beat within the stall window is
+// spared by the timeout rule (pgrun.fail_overdue), so a long job that keeps beating
+// runs to the end whatever language its worker is written in.
 func (j *Job[T]) Beat() {
 	j.exec.beat.Store(true)
-	j.exec.lastBeat.Store(j.exec.r.cfg.Watchdog.Now().UnixNano())
 }
 
 // UseModel returns the job's model from the runner's warm cache, loading it if it is

@@ -78,9 +78,9 @@ func (r *Runner) renew(ctx context.Context) {
 // queueHeartbeat adds this worker's heartbeat to b. Its cadence is the renewal
 // interval: maintain() flags the worker dead after three silent cadences.
 func (r *Runner) queueHeartbeat(b *pgx.Batch, state string) {
-	b.Queue(`select pgrun.worker_heartbeat($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+	b.Queue(`select pgrun.worker_heartbeat($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
 		r.cfg.WorkerID, r.cfg.Host, os.Getpid(), r.queueNames(),
-		r.models(), r.cfg.Version, state, r.renewEvery(), r.cfg.Servable)
+		r.models(), r.cfg.Version, state, r.renewEvery(), r.cfg.Servable, r.handledKinds())
 }
 
 // heartbeat records the worker's state on its own.

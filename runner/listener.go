@@ -17,10 +17,10 @@ import (
 // its connection broke; the 1 s poll covers the gap.
 const listenReconnectDelay = time.Second
 
-// listen holds one connection LISTENing on the jobs, cancel and control channels
-// (pgxlisten reconnects it) until ctx is done. Job notifications wake the queue's
-// fetcher; cancel notifications cancel the job's handler if it runs here; control
-// notifications for this host wake the control loop.
+// listen holds one connection LISTENing on the jobs and cancel channels (pgxlisten
+// reconnects it) until ctx is done. Job notifications wake the queue's fetcher;
+// cancel notifications go to the confirmer, which stops the job's handler if the
+// database shows it is no longer this runner's to run.
 func (r *Runner) listen(ctx context.Context) {
 	l := &pgxlisten.Listener{
 		Connect: func(ctx context.Context) (*pgx.Conn, error) {
@@ -36,21 +36,18 @@ func (r *Runner) listen(ctx context.Context) {
 	l.Handle(pgrun.ChannelJobs, backlogWaker{r: r})
 	l.Handle(pgrun.ChannelCancel, pgxlisten.HandlerFunc(
 		func(_ context.Context, n *pgconn.Notification, _ *pgx.Conn) error {
-			// Payload "id:attempt" (a bare id means any attempt).
+			// Payload "id:attempt" (a bare id means whichever attempt runs here). It
+			// is only a hint: the confirmer checks the database before acting.
 			idPart, attPart, _ := strings.Cut(n.Payload, ":")
 			id, err := strconv.ParseInt(idPart, 10, 64)
-			if err != nil {
+			if err != nil || id <= 0 {
 				return nil
 			}
-			attempt, _ := strconv.Atoi(attPart)
-			if r.cancelRunning(cancelKey{id: id, attempt: attempt}, ErrJobCancelled) {
-				r.log.Info("job cancelled remotely", "job", id)
+			attempt, err := strconv.Atoi(attPart)
+			if attPart != "" && (err != nil || attempt < 1) {
+				return nil
 			}
-			return nil
-		}))
-	l.Handle(ChannelControl, pgxlisten.HandlerFunc(
-		func(_ context.Context, n *pgconn.Notification, _ *pgx.Conn) error {
-			r.controlChanged(n.Payload)
+			r.notifyCancel(cancelKey{id: id, attempt: attempt})
 			return nil
 		}))
 	_ = l.Listen(ctx)

@@ -3,79 +3,80 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/pgrun/pgrun"
 )
 
-// maintenanceLockKey is the session advisory lock whose holder is the maintenance
-// leader.
-const maintenanceLockKey = 0x7067726d // "pgrm"
-
-// maintainLoop makes this runner the maintenance leader when no other runner is:
-// it holds a session advisory lock on a connection of its own and calls
-// pgrun.maintain() every MaintenanceInterval. If the connection dies, the lock goes
-// with it and another runner takes over. (maintain() also guards itself with a
-// transaction lock, so an outside caller such as pg_cron never overlaps.)
+// maintainLoop calls pgrun.maintain() every MaintenanceInterval as a candidate for
+// the maintenance lease: the database decides who leads (pgrun.take_maintenance), the
+// leader's call does the work and renews the lease for three intervals, and the
+// others' calls return at once. A leader that freezes (SIGSTOP, a GC pause, a stuck
+// VM) or is partitioned stops renewing, so another runner takes over within three
+// rounds; no session lock is involved that another role could hold.
 func (r *Runner) maintainLoop(ctx context.Context) {
 	t := time.NewTicker(r.cfg.MaintenanceInterval)
 	defer t.Stop()
-	var conn *pgx.Conn
-	defer func() {
-		if conn != nil {
-			conn.Close(context.Background())
-		}
-	}()
+	leading := false
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		if conn == nil || conn.IsClosed() {
-			conn = r.tryLead(ctx)
-			if conn == nil {
-				continue
-			}
-			r.log.Info("maintenance leader")
-		}
 		var out []byte
-		if err := conn.QueryRow(ctx, `select pgrun.maintain()::text`).Scan(&out); err != nil {
+		err := r.pool.QueryRow(ctx, `select pgrun.maintain(stall_window => $1, leader => $2, leader_lease => $3)::text`,
+			r.cfg.StallWindow, r.cfg.WorkerID, 3*r.cfg.MaintenanceInterval).Scan(&out)
+		if err != nil {
 			if ctx.Err() == nil {
-				r.log.Warn("maintain failed; giving up leadership", "err", err)
+				r.log.Warn("maintain failed", "err", err)
 			}
-			conn.Close(context.Background())
-			conn = nil
 			continue
 		}
-		r.logMaintenance(out)
+		var m map[string]json.RawMessage
+		if json.Unmarshal(out, &m) != nil {
+			continue
+		}
+		_, skipped := m["skipped"]
+		if skipped == leading {
+			if leading = !skipped; leading {
+				r.log.Info("maintenance leader")
+			} else {
+				r.log.Info("maintenance led by another runner", "leader", string(m["leader"]))
+			}
+		}
+		if !skipped {
+			r.logMaintenance(m, out)
+		}
 	}
 }
 
-// tryLead returns a connection holding the leader lock, or nil.
-func (r *Runner) tryLead(ctx context.Context) *pgx.Conn {
-	conn, err := pgx.ConnectConfig(ctx, r.pool.Config().ConnConfig.Copy())
-	if err != nil {
-		return nil
-	}
-	var got bool
-	if err := conn.QueryRow(ctx, `select pg_try_advisory_lock($1)`, maintenanceLockKey).Scan(&got); err != nil || !got {
-		conn.Close(context.Background())
-		return nil
-	}
-	return conn
-}
-
-// logMaintenance logs a maintain() round that did something.
-func (r *Runner) logMaintenance(out []byte) {
-	var m map[string]any
-	if json.Unmarshal(out, &m) != nil {
-		return
+// logMaintenance logs a maintain() round that did something, and its step errors.
+func (r *Runner) logMaintenance(m map[string]json.RawMessage, out []byte) {
+	if errs, ok := m["errors"]; ok {
+		r.log.Error("maintenance steps failed; the other steps ran", "errors", string(errs), "broken_jobs", string(m["broken_jobs"]))
 	}
 	for _, v := range m {
-		if n, ok := v.(float64); ok && n > 0 {
+		var n float64
+		if json.Unmarshal(v, &n) == nil && n > 0 {
 			r.log.Info("maintenance", "did", string(out))
 			return
 		}
 	}
+}
+
+// waitForSchema waits until schema pgrun is installed, saying once why it waits.
+func (r *Runner) waitForSchema(ctx context.Context) error {
+	probe, cancel := context.WithTimeout(ctx, 5*time.Second)
+	err := pgrun.WaitForSchema(probe, r.pool, 100*time.Millisecond)
+	cancel()
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	r.log.Warn("waiting for schema pgrun: it is not installed in this database; run `runner migrate up` (or pgrun.Migrate)")
+	return pgrun.WaitForSchema(ctx, r.pool, time.Second)
 }

@@ -29,7 +29,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/pgrun/pgrun"
 	"github.com/pgrun/pgrun/gpu"
 )
 
@@ -43,7 +42,9 @@ const (
 	// DefaultShutdownGrace leaves in-flight jobs 25 s to finish on SIGTERM, inside
 	// the 30 s most supervisors (Kubernetes, systemd) wait before SIGKILL.
 	DefaultShutdownGrace = 25 * time.Second
-	// DefaultMaintenanceInterval is how often the leader calls pgrun.maintain().
+	// DefaultMaintenanceInterval is how often a runner calls pgrun.maintain(). Only
+	// the holder of the maintenance lease does the work; the others are told who
+	// leads in one cheap call.
 	DefaultMaintenanceInterval = time.Second
 	// DefaultMaxClaim caps one claim call: big enough to amortise the round trip,
 	// small enough that one runner does not hoard a queue's backlog.
@@ -80,9 +81,15 @@ type Config struct {
 	// ShutdownGrace is how long Run waits for in-flight jobs after its ctx is done,
 	// before cancelling them and requeueing them without spending an attempt.
 	ShutdownGrace time.Duration
-	// MaintenanceInterval is how often the leader calls pgrun.maintain(); negative
-	// disables maintenance in this runner.
+	// MaintenanceInterval is how often the runner calls pgrun.maintain() as a
+	// candidate for the maintenance lease, which lasts three intervals: a leader that
+	// freezes or is cut off loses maintenance within three rounds. Negative disables
+	// maintenance in this runner.
 	MaintenanceInterval time.Duration
+	// StallWindow is the sign-of-life grace of the timeout rule this runner passes
+	// to pgrun.maintain() when it leads: a job past its timeout that beat, reported
+	// progress or emitted an event within the window is spared. Default 1 minute.
+	StallWindow time.Duration
 	// MaxClaim caps the jobs claimed per call.
 	MaxClaim int
 	// Middleware wraps every handler; the first is the outermost.
@@ -100,7 +107,8 @@ type Config struct {
 	Servable []string
 	// Devices overrides the probed accelerators (gpu.Probe at Run).
 	Devices []gpu.Device
-	// Watchdog configures stall detection and abandonment; see WatchdogConfig.
+	// Watchdog configures the abandonment of handlers that ignore their cancelled
+	// context; see WatchdogConfig.
 	Watchdog WatchdogConfig
 	// TelemetryInterval is how often the runner records a hardware sample of its
 	// host (pgrun.record_hw); 0 means DefaultTelemetryInterval, negative disables.
@@ -118,13 +126,14 @@ type Runner struct {
 
 	mu       sync.Mutex
 	handlers map[string]HandlerFunc
+	kinds    []string // sorted keys of handlers
 	running  map[int64]*execution
 	fetchers map[string]*fetcher
-	// cancelled remembers cancel notifications for jobs not running here (yet): a job
-	// claimed just before its cancellation must not start when it arrives.
+	// cancelled remembers confirmed cancellations of jobs not running here (yet): a
+	// job claimed just before its cancellation must not start when it arrives.
 	cancelled map[cancelKey]time.Time
-	// controlCh wakes the control loop when the host's worker control changed.
-	controlCh chan struct{}
+	// cancelCh carries cancel notifications to the confirmer (see cancel.go).
+	cancelCh chan cancelKey
 	// heartbeatCh asks for a heartbeat now (a model was loaded or unloaded).
 	heartbeatCh chan struct{}
 	// abandoned counts handlers that ignored their cancelled context.
@@ -138,36 +147,10 @@ type Runner struct {
 	execWG    sync.WaitGroup
 }
 
-// New returns a runner on pool. Configuration errors are reported by Run.
+// New returns a runner on pool. Configuration errors are reported by Run (and by
+// [Config.Validate], which callers such as the CLI run before connecting).
 func New(pool *pgxpool.Pool, cfg Config) *Runner {
-	if cfg.Host == "" {
-		cfg.Host, _ = os.Hostname()
-	}
-	if cfg.WorkerID == "" {
-		cfg.WorkerID = fmt.Sprintf("%s:%d:%04x", cfg.Host, os.Getpid(), rand.N(1<<16))
-	}
-	if cfg.Lease < 0 {
-		cfg.Lease = 0
-	}
-	if cfg.PollInterval <= 0 {
-		cfg.PollInterval = DefaultPollInterval
-	}
-	if cfg.ShutdownGrace <= 0 {
-		cfg.ShutdownGrace = DefaultShutdownGrace
-	}
-	if cfg.MaintenanceInterval == 0 {
-		cfg.MaintenanceInterval = DefaultMaintenanceInterval
-	}
-	if cfg.MaxClaim <= 0 {
-		cfg.MaxClaim = DefaultMaxClaim
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	cfg.Watchdog.defaults(cfg.Logger)
-	if cfg.TelemetryInterval == 0 {
-		cfg.TelemetryInterval = DefaultTelemetryInterval
-	}
+	cfg.defaults()
 	r := &Runner{
 		pool:     pool,
 		cfg:      cfg,
@@ -177,12 +160,96 @@ func New(pool *pgxpool.Pool, cfg Config) *Runner {
 		fetchers: map[string]*fetcher{},
 
 		cancelled: map[cancelKey]time.Time{},
-		controlCh: make(chan struct{}, 1),
+		cancelCh:  make(chan cancelKey, 1024),
 
 		heartbeatCh: make(chan struct{}, 1),
 	}
 	r.jobCtx, r.cancelJob = context.WithCancel(context.Background())
 	return r
+}
+
+// defaults fills the zero fields of cfg.
+func (cfg *Config) defaults() {
+	if cfg.Host == "" {
+		cfg.Host, _ = os.Hostname()
+	}
+	if cfg.WorkerID == "" {
+		cfg.WorkerID = fmt.Sprintf("%s:%d:%04x", cfg.Host, os.Getpid(), rand.N(1<<16))
+	}
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = DefaultPollInterval
+	}
+	if cfg.ShutdownGrace == 0 {
+		cfg.ShutdownGrace = DefaultShutdownGrace
+	}
+	if cfg.MaintenanceInterval == 0 {
+		cfg.MaintenanceInterval = DefaultMaintenanceInterval
+	}
+	if cfg.StallWindow == 0 {
+		cfg.StallWindow = DefaultStallWindow
+	}
+	if cfg.MaxClaim == 0 {
+		cfg.MaxClaim = DefaultMaxClaim
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	cfg.Watchdog.defaults(cfg.Logger)
+	if cfg.TelemetryInterval == 0 {
+		cfg.TelemetryInterval = DefaultTelemetryInterval
+	}
+}
+
+// Bounds of the configuration, checked by [Config.Validate]. The SQL side enforces
+// the same (claim size, worker id length).
+const (
+	// MinLease: a lease is renewed every third of it; shorter than a second and a
+	// round trip or a GC pause loses it.
+	MinLease = time.Second
+	// MinPollInterval keeps an idle runner from hammering the database.
+	MinPollInterval = 10 * time.Millisecond
+	// MaxWorkers bounds the slots of one queue in one runner.
+	MaxWorkers = 10000
+	// MaxWorkerIDLen is the longest worker id pgrun.claim_jobs accepts.
+	MaxWorkerIDLen = 200
+	// DefaultStallWindow is the timeout rule's sign-of-life grace (pgrun.maintain).
+	DefaultStallWindow = time.Minute
+)
+
+// Validate reports the first problem with cfg as one readable error naming the
+// field and the bad value, or nil. Zero fields are valid (they take defaults).
+func (cfg Config) Validate() error {
+	if len(cfg.Queues) == 0 {
+		return errors.New("runner: no queues configured")
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Queues)) {
+		q := cfg.Queues[name]
+		if !queueName.MatchString(name) {
+			return fmt.Errorf("runner: queue name %q is not valid (1 to 63 of a-z, 0-9, _ - . starting with a letter)", name)
+		}
+		if q.Workers > MaxWorkers || q.Workers < 0 || (q.Workers == 0 && !q.GPU) {
+			return fmt.Errorf("runner: queue %s: workers %d is not valid (1 to %d)", name, q.Workers, MaxWorkers)
+		}
+	}
+	switch {
+	case len(cfg.WorkerID) > MaxWorkerIDLen:
+		return fmt.Errorf("runner: worker id is %d characters, over the limit of %d", len(cfg.WorkerID), MaxWorkerIDLen)
+	case cfg.Lease != 0 && cfg.Lease < MinLease:
+		return fmt.Errorf("runner: lease %s is too short (at least %s, or 0 for each queue's default)", cfg.Lease, MinLease)
+	case cfg.PollInterval != 0 && cfg.PollInterval < MinPollInterval:
+		return fmt.Errorf("runner: poll interval %s is too short (at least %s)", cfg.PollInterval, MinPollInterval)
+	case cfg.ShutdownGrace < 0:
+		return fmt.Errorf("runner: shutdown grace %s is negative", cfg.ShutdownGrace)
+	case cfg.MaintenanceInterval > time.Hour:
+		return fmt.Errorf("runner: maintenance interval %s is over an hour", cfg.MaintenanceInterval)
+	case cfg.StallWindow < 0:
+		return fmt.Errorf("runner: stall window %s is negative", cfg.StallWindow)
+	case cfg.MaxClaim < 0 || cfg.MaxClaim > MaxWorkers:
+		return fmt.Errorf("runner: max claim %d is not valid (1 to %d)", cfg.MaxClaim, MaxWorkers)
+	case cfg.TelemetryInterval > 0 && cfg.TelemetryInterval < MinPollInterval:
+		return fmt.Errorf("runner: telemetry interval %s is too short (at least %s, or negative to disable)", cfg.TelemetryInterval, MinPollInterval)
+	}
+	return cfg.Watchdog.validate()
 }
 
 // usesGPU reports whether any queue is a GPU queue.
@@ -222,6 +289,19 @@ func (r *Runner) handle(kind string, fn HandlerFunc) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.handlers[kind] = fn
+	r.kinds = slices.Sorted(maps.Keys(r.handlers))
+}
+
+// handledKinds lists the kinds this runner has handlers for, sorted: claim_jobs hands
+// out only those, so a job of a kind nobody here handles stays queued for a runner
+// that does.
+func (r *Runner) handledKinds() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.kinds == nil {
+		return []string{}
+	}
+	return r.kinds
 }
 
 // handlerFor returns the middleware-wrapped handler for kind, or nil.
@@ -242,18 +322,7 @@ func (r *Runner) validate() error {
 	if r.pool == nil {
 		return errors.New("runner: nil pool")
 	}
-	if len(r.cfg.Queues) == 0 {
-		return errors.New("runner: no queues configured")
-	}
-	for name, q := range r.cfg.Queues {
-		if !queueName.MatchString(name) {
-			return fmt.Errorf("runner: queue name %q is not valid (1 to 63 of a-z, 0-9, _ - . starting with a letter)", name)
-		}
-		if q.Workers < 1 && !(q.GPU && q.Workers == 0) {
-			return fmt.Errorf("runner: queue %s needs at least 1 worker, got %d", name, q.Workers)
-		}
-	}
-	return nil
+	return r.cfg.Validate()
 }
 
 // Run claims and runs jobs until ctx is done, then stops gracefully: it stops
@@ -264,13 +333,13 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err := r.validate(); err != nil {
 		return err
 	}
-	if err := pgrun.WaitForSchema(ctx, r.pool, time.Second); err != nil {
+	if err := r.waitForSchema(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
 		return err
 	}
-	r.log.Info("runner started", "queues", r.queueNames(), "host", r.cfg.Host)
+	r.log.Info("runner started", "queues", r.queueNames(), "host", r.cfg.Host, "kinds", r.handledKinds())
 
 	// bg is for the machinery that must outlive ctx during the shutdown sequence.
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
@@ -280,7 +349,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	machinery.Go(func() error { r.completer.run(mctx); return nil })
 	machinery.Go(func() error { r.renewLoop(mctx); return nil })
 	machinery.Go(func() error { r.listen(mctx); return nil })
-	machinery.Go(func() error { r.controlLoop(mctx); return nil })
+	machinery.Go(func() error { r.confirmCancels(mctx); return nil })
 	if r.cfg.MaintenanceInterval > 0 {
 		machinery.Go(func() error { r.maintainLoop(mctx); return nil })
 	}
@@ -348,7 +417,7 @@ func (r *Runner) shutdown() {
 	select {
 	case <-done:
 		return
-	case <-time.After(abandonAfter):
+	case <-time.After(r.cfg.Watchdog.AbandonAfter):
 	}
 	// Handlers that ignore their context: requeue their jobs from here and leave
 	// them behind. Whatever they report later matches nothing (attempt moved on).
@@ -365,10 +434,6 @@ func (r *Runner) shutdown() {
 		e.finish()
 	}
 }
-
-// abandonAfter is how long a cancelled handler may take to return during shutdown
-// before its job is requeued without it.
-const abandonAfter = 5 * time.Second
 
 func (r *Runner) inFlight() int {
 	r.mu.Lock()
@@ -395,44 +460,3 @@ func (r *Runner) wakeAll() {
 	}
 }
 
-// rememberCancelled is how long a cancel notification for a job not running here is
-// kept, in case the job was claimed here just before it was cancelled.
-const rememberCancelled = time.Minute
-
-// cancelKey names one attempt of a job; attempt 0 means any attempt.
-type cancelKey struct {
-	id      int64
-	attempt int
-}
-
-// cancelRunning cancels the execution of job k.id (that attempt, if given) with
-// cause, if it runs here; if not, it remembers the attempt so that it does not start
-// if its claim is in flight. A later attempt (a redrive) is not affected.
-func (r *Runner) cancelRunning(k cancelKey, cause error) bool {
-	r.mu.Lock()
-	e := r.running[k.id]
-	if e != nil && k.attempt != 0 && e.job.Attempt != k.attempt {
-		e = nil // a notification about an earlier attempt
-	}
-	if e == nil && k.attempt != 0 {
-		r.cancelled[k] = time.Now()
-	}
-	r.mu.Unlock()
-	if e == nil {
-		return false
-	}
-	e.cancel(cause)
-	return true
-}
-
-// pruneCancelled forgets cancel notifications older than rememberCancelled; the
-// lease renewer calls it every round.
-func (r *Runner) pruneCancelled() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for id, at := range r.cancelled {
-		if time.Since(at) > rememberCancelled {
-			delete(r.cancelled, id)
-		}
-	}
-}

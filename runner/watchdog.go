@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -14,30 +13,25 @@ import (
 // 75 is EX_TEMPFAIL.
 const ExitAbandoned = 75
 
-// ErrStalled: the handler beat once and then stopped beating for longer than the
-// stall timeout; the attempt fails with class stalled.
-var ErrStalled = errors.New("pgrun: job stalled (no beat)")
-
 // Watchdog defaults.
 const (
-	// DefaultStallTimeout is long enough for a slow batch between beats, short
-	// enough that a hung GPU kernel does not hold a slot for long.
-	DefaultStallTimeout = 5 * time.Minute
-	// DefaultAbandonAfter is how long a cancelled handler may take to return.
-	DefaultAbandonAfter = 30 * time.Second
+	// DefaultAbandonAfter is how long a handler whose context was cancelled may take
+	// to return before it is abandoned. It is also the last part of a shutdown, so
+	// DefaultShutdownGrace plus it stays inside the 30 s most supervisors allow.
+	DefaultAbandonAfter = 5 * time.Second
 	// DefaultMaxAbandoned is how many abandoned handlers a runner tolerates.
 	DefaultMaxAbandoned = 3
 )
 
-// WatchdogConfig configures the watchdogs of a runner. The wall-clock budget of a
-// job is its timeout (a context deadline); these cover handlers that hang.
+// WatchdogConfig configures the abandonment of handlers that ignore their cancelled
+// context. Timeouts are not the watchdog's: the timeout rule is pgrun.maintain()'s
+// (see docs/sql-api.md), and reaches a handler as a cancellation with cause
+// ErrTimeout.
 type WatchdogConfig struct {
-	// StallTimeout: once a handler has called Job.Beat, going this long without
-	// another beat fails the attempt (class stalled) and cancels its context.
-	StallTimeout time.Duration
-	// AbandonAfter: a handler whose context was cancelled (stall, timeout, cancel,
-	// shutdown) and that has not returned this long after is abandoned: its slot
-	// is freed and its outcome reported without it.
+	// AbandonAfter: a handler whose context was cancelled (cancel, timeout, lease
+	// lost, shutdown) and that has not returned this long after is abandoned: its
+	// slot is freed and its outcome reported without it. The same period ends a
+	// shutdown's wait for cancelled handlers.
 	AbandonAfter time.Duration
 	// MaxAbandoned: when more handlers than this have been abandoned,
 	// OnTooManyAbandoned is called.
@@ -47,21 +41,18 @@ type WatchdogConfig struct {
 	OnTooManyAbandoned func(abandoned int)
 	// Interval is how often the watchdog looks (default 1 second).
 	Interval time.Duration
-	// Now is the clock beats and stalls are judged by (default time.Now).
+	// Now is the clock abandonment is judged by (default time.Now).
 	Now func() time.Time
 }
 
 func (w *WatchdogConfig) defaults(log interface{ Error(string, ...any) }) {
-	if w.StallTimeout <= 0 {
-		w.StallTimeout = DefaultStallTimeout
-	}
-	if w.AbandonAfter <= 0 {
+	if w.AbandonAfter == 0 {
 		w.AbandonAfter = DefaultAbandonAfter
 	}
-	if w.MaxAbandoned <= 0 {
+	if w.MaxAbandoned == 0 {
 		w.MaxAbandoned = DefaultMaxAbandoned
 	}
-	if w.Interval <= 0 {
+	if w.Interval == 0 {
 		w.Interval = time.Second
 	}
 	if w.Now == nil {
@@ -75,8 +66,20 @@ func (w *WatchdogConfig) defaults(log interface{ Error(string, ...any) }) {
 	}
 }
 
-// watchdog checks running executions every Interval: it fails stalled ones and
-// abandons handlers that ignore their cancelled context.
+func (w WatchdogConfig) validate() error {
+	switch {
+	case w.AbandonAfter < 0:
+		return fmt.Errorf("runner: watchdog abandon-after %s is negative", w.AbandonAfter)
+	case w.MaxAbandoned < 0:
+		return fmt.Errorf("runner: watchdog max abandoned %d is negative", w.MaxAbandoned)
+	case w.Interval < 0:
+		return fmt.Errorf("runner: watchdog interval %s is negative", w.Interval)
+	}
+	return nil
+}
+
+// watchdog checks running executions every Interval and abandons handlers that
+// ignore their cancelled context.
 func (r *Runner) watchdog(ctx context.Context) {
 	w := &r.cfg.Watchdog
 	t := time.NewTicker(w.Interval)
@@ -101,10 +104,6 @@ func (r *Runner) watch(now time.Time) {
 	}
 	r.mu.Unlock()
 	for _, e := range execs {
-		if beat := e.lastBeat.Load(); beat != 0 && e.ctx.Err() == nil && now.Sub(time.Unix(0, beat)) > w.StallTimeout {
-			r.log.Warn("job stalled: no beat", "job", e.job.ID, "since", time.Unix(0, beat))
-			e.cancel(ErrStalled)
-		}
 		if e.ctx.Err() != nil {
 			e.cancelledAt.CompareAndSwap(0, now.UnixNano())
 		}
@@ -134,7 +133,3 @@ func (r *Runner) watch(now time.Time) {
 // Abandoned is how many handlers this runner has abandoned.
 func (r *Runner) Abandoned() int64 { return r.abandoned.Load() }
 
-type stalledError struct{ after time.Duration }
-
-func (s stalledError) Error() string      { return fmt.Sprintf("stalled: no beat for %s", s.after) }
-func (s stalledError) ErrorClass() string { return "stalled" }

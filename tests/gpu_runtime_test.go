@@ -149,58 +149,39 @@ func (f *fakeClock) Add(d time.Duration) {
 	f.mu.Unlock()
 }
 
-// After a first beat, no beat for the stall timeout fails the attempt (stalled) and
-// cancels the handler's context. A handler that ignores its context is abandoned
-// and counted; past the threshold the runner says so (the CLI exits with
-// ExitAbandoned), and the job is reported without it.
-func TestStallWatchdogAndAbandonment(t *testing.T) {
+// A handler that ignores its cancelled context is abandoned AbandonAfter later: its
+// slot is freed, its job reported without it (here: the cancellation stands), and
+// it is counted; past the threshold the runner says so (the CLI exits with
+// ExitAbandoned).
+func TestAbandonment(t *testing.T) {
 	b := setup(t)
 	clk := &fakeClock{t: time.Unix(1_900_000_000, 0)}
 	var tooMany atomic.Int32
 	stuck := make(chan struct{})
 	defer close(stuck)
 	r := newRunner(b.pool, runner.Config{Watchdog: runner.WatchdogConfig{
-		StallTimeout: time.Minute, AbandonAfter: 30 * time.Second, MaxAbandoned: 1,
+		AbandonAfter: 30 * time.Second, MaxAbandoned: 1,
 		Interval: 5 * time.Millisecond, Now: clk.Now,
 		OnTooManyAbandoned: func(n int) { tooMany.Store(int32(n)) },
 	}})
-	var cause atomic.Value
-	runner.Handle(r, "polite", func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
-		j.Beat()
-		<-ctx.Done()
-		cause.Store(context.Cause(ctx))
-		return nil, ctx.Err()
-	})
 	var rudeCancelled atomic.Int32
 	runner.Handle(r, "rude", func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
-		j.Beat()
 		context.AfterFunc(ctx, func() { rudeCancelled.Add(1) })
 		<-stuck // ignores ctx
 		return nil, nil
 	})
 	startRunner(t, r)
-	polite, err := pgrun.Enqueue(b.ctx, b.pool, "polite", nil, pgrun.MaxAttempts(1))
-	require.NoError(t, err)
-	eventually(t, 10*time.Second, "polite running", func() bool { return jobStatus(t, b, polite.ID) == pgrun.StatusRunning })
-	clk.Add(59 * time.Second)
-	require.Equal(t, pgrun.StatusRunning, jobStatus(t, b, polite.ID))
-	clk.Add(2 * time.Second)
-	eventually(t, 10*time.Second, "polite failed", func() bool { return jobStatus(t, b, polite.ID) == pgrun.StatusFailed })
-	j, err := pgrun.GetJob(b.ctx, b.pool, polite.ID)
-	require.NoError(t, err)
-	require.Contains(t, string(j.Error), `"class": "stalled"`)
-	require.ErrorIs(t, cause.Load().(error), runner.ErrStalled)
-
 	for i := range 2 {
 		rude, err := pgrun.Enqueue(b.ctx, b.pool, "rude", nil, pgrun.MaxAttempts(1))
 		require.NoError(t, err)
 		eventually(t, 10*time.Second, "rude running", func() bool { return jobStatus(t, b, rude.ID) == pgrun.StatusRunning })
-		clk.Add(61 * time.Second) // stall: ctx cancelled, handler ignores it
+		_, err = b.pool.Exec(b.ctx, `select pgrun.cancel_job($1, 'stop')`, rude.ID)
+		require.NoError(t, err)
 		eventually(t, 10*time.Second, "rude cancelled", func() bool { return rudeCancelled.Load() == int32(i+1) })
-		require.Equal(t, pgrun.StatusRunning, jobStatus(t, b, rude.ID), "not abandoned yet")
+		require.EqualValues(t, i, r.Abandoned(), "not abandoned yet")
 		clk.Add(31 * time.Second) // abandon
-		eventually(t, 10*time.Second, "rude reported without its handler", func() bool { return jobStatus(t, b, rude.ID) == pgrun.StatusFailed })
-		require.EqualValues(t, i+1, r.Abandoned())
+		eventually(t, 10*time.Second, "rude abandoned", func() bool { return r.Abandoned() == int64(i+1) })
+		require.Equal(t, pgrun.StatusCancelled, jobStatus(t, b, rude.ID))
 	}
 	eventually(t, 5*time.Second, "threshold reached", func() bool { return tooMany.Load() == 2 })
 }

@@ -55,7 +55,7 @@ func TestMoreBadInputIsRejectedAndWritesNothing(t *testing.T) {
 		{"enqueue_job meta array", `select pgrun.enqueue_job('noop', meta => '[1]')`, "22023", "got array", ""},
 		{"enqueue_job priority 32768", `select pgrun.enqueue_job('noop', priority => 32768)`, "22023", "32768", ""},
 		{"enqueue_job max_attempts -1", `select pgrun.enqueue_job('noop', max_attempts => -1)`, "22023", "-1", ""},
-		{"enqueue_job timeout 0", `select pgrun.enqueue_job('noop', timeout => '0 s')`, "22023", "00:00:00", ""},
+		{"enqueue_job timeout negative", `select pgrun.enqueue_job('noop', timeout => '-1 s')`, "22023", "-00:00:01", ""},
 		{"enqueue_job on_conflict", `select pgrun.enqueue_job('noop', on_conflict => 'merge')`, "22023", "'merge'", ""},
 		{"enqueue_job unique_window", `select pgrun.enqueue_job('noop', unique_key => 'k', unique_window => '-1 hour')`, "22023", "-01:00:00", ""},
 		{"enqueue_job kind too long", `select pgrun.enqueue_job('k' || repeat('x', 128))`, "22023", "xxxx", ""},

@@ -46,7 +46,7 @@ func TestRetentionPrunesAndArchives(t *testing.T) {
 	c.exec(`select pgrun.set_queue('keep', retention => '1 day', archive => true)`)
 	c.exec(`select pgrun.enqueue_jobs((select jsonb_agg(jsonb_build_object('kind', 'noop', 'queue', q))
 		from generate_series(1, 5) i, unnest(array['default', 'keep']) q))`)
-	c.exec(`select pgrun.enqueue_job('coordinator', queue => 'coord')`)
+	c.exec(`select pgrun.enqueue_job('coordinator', queue => 'coord', timeout => '0')`) // waits days: no timeout
 	for _, q := range []string{"default", "keep"} {
 		c.exec(`select pgrun.complete_jobs(array_agg(id), array_agg(attempt)) from pgrun.claim_jobs($1, 'w', 10)`, q)
 	}

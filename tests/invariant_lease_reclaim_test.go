@@ -113,15 +113,3 @@ func TestTimeoutFailsSilentJobsAndSparesBeatingOnes(t *testing.T) {
 	require.Equal(t, pgrun.StatusRunning, jobStatus(t, b, beating), "it showed life within the stall window")
 }
 
-// Concurrent maintain() calls never overlap: the second one skips.
-func TestConcurrentMaintainSkips(t *testing.T) {
-	b := setup(t)
-	tx1, err := b.pool.Begin(b.ctx)
-	require.NoError(t, err)
-	defer tx1.Rollback(b.ctx)
-	var out string
-	require.NoError(t, tx1.QueryRow(b.ctx, `select pgrun.maintain()::text`).Scan(&out))
-	require.NotContains(t, out, "skipped")
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select pgrun.maintain()::text`).Scan(&out))
-	require.JSONEq(t, `{"skipped": true}`, out)
-}

@@ -170,24 +170,3 @@ func TestProgressAndEventsCountAsSignsOfLife(t *testing.T) {
 	require.Equal(t, "running", string(jobStatus(t, b, ids["chatty"])))
 }
 
-// maintain() calls never overlap, and the exclusion ends with the transaction that
-// held it: a call on a second connection skips while the first is open, and runs
-// once it has committed.
-func TestMaintainExclusionLastsForTheTransaction(t *testing.T) {
-	b := setup(t)
-	first, err := b.pool.Begin(b.ctx)
-	require.NoError(t, err)
-	defer first.Rollback(b.ctx)
-	second, err := b.pool.Begin(b.ctx)
-	require.NoError(t, err)
-	defer second.Rollback(b.ctx)
-
-	var out string
-	require.NoError(t, first.QueryRow(b.ctx, `select pgrun.maintain()::text`).Scan(&out))
-	require.NotContains(t, out, "skipped")
-	require.NoError(t, second.QueryRow(b.ctx, `select pgrun.maintain()::text`).Scan(&out))
-	require.JSONEq(t, `{"skipped": true}`, out)
-	require.NoError(t, first.Commit(b.ctx))
-	require.NoError(t, second.QueryRow(b.ctx, `select pgrun.maintain()::text`).Scan(&out))
-	require.NotContains(t, out, "skipped", "the lock went with the first transaction")
-}

@@ -84,14 +84,15 @@ func TestWorkerControlDrainOffOn(t *testing.T) {
 	require.NoError(t, err)
 	eventually(t, 10*time.Second, "second job ran", func() bool { return jobStatus(t, b, second.ID) == pgrun.StatusSucceeded })
 
-	// off: a running job is cancelled and requeued without spending an attempt.
+	// off: SQL requeues the running job without spending an attempt, and the
+	// handler is stopped (the job is no longer this runner's).
 	third, err := pgrun.Enqueue(b.ctx, b.pool, "hold", map[string]any{"UntilCancelled": true})
 	require.NoError(t, err)
 	eventually(t, 10*time.Second, "third job running", func() bool { return jobStatus(t, b, third.ID) == pgrun.StatusRunning })
 	_, err = b.pool.Exec(b.ctx, `select pgrun.set_worker_control('host-x', '*', 'off')`)
 	require.NoError(t, err)
 	eventually(t, time.Second, "handler cancelled", func() bool { return cancelled.Load() != nil })
-	require.True(t, errors.Is(cancelled.Load().(error), runner.ErrWorkerOff))
+	require.True(t, errors.Is(cancelled.Load().(error), runner.ErrLeaseLost))
 	eventually(t, 10*time.Second, "third job requeued", func() bool { return jobStatus(t, b, third.ID) == pgrun.StatusQueued })
 	j, err := pgrun.GetJob(b.ctx, b.pool, third.ID)
 	require.NoError(t, err)

@@ -14,12 +14,14 @@ import (
 	"github.com/pgrun/pgrun/runner"
 )
 
-// An attempt that runs past the job's timeout has its context cancelled with
-// ErrTimeout and fails with class timeout (retried while attempts remain).
+// The timeout rule is the SQL one, for a Go handler as for any worker: past its
+// timeout with no sign of life within the stall window, maintain() fails the
+// attempt (class timeout) and the handler's context is cancelled with ErrTimeout.
+// The runner itself puts no deadline on the handler.
 func TestHandlerTimeoutFailsTheAttempt(t *testing.T) {
 	b := setup(t)
 	var cause atomic.Value
-	r := newRunner(b.pool, runner.Config{})
+	r := newRunner(b.pool, runner.Config{MaintenanceInterval: -1})
 	runner.Handle(r, "slow", func(ctx context.Context, _ *runner.Job[struct{}]) (any, error) {
 		<-ctx.Done()
 		cause.Store(context.Cause(ctx))
@@ -28,11 +30,56 @@ func TestHandlerTimeoutFailsTheAttempt(t *testing.T) {
 	startRunner(t, r)
 	job, err := pgrun.Enqueue(b.ctx, b.pool, "slow", nil, pgrun.Timeout(200*time.Millisecond), pgrun.MaxAttempts(1))
 	require.NoError(t, err)
-	eventually(t, 10*time.Second, "the job failed", func() bool { return jobStatus(t, b, job.ID) == pgrun.StatusFailed })
+	eventually(t, 10*time.Second, "the job failed", func() bool {
+		_, err := b.pool.Exec(b.ctx, `select pgrun.maintain(stall_window => '0')`)
+		require.NoError(t, err)
+		return jobStatus(t, b, job.ID) == pgrun.StatusFailed
+	})
 	j, err := pgrun.GetJob(b.ctx, b.pool, job.ID)
 	require.NoError(t, err)
 	require.Contains(t, string(j.Error), `"class": "timeout"`)
-	require.True(t, errors.Is(cause.Load().(error), runner.ErrTimeout))
+	eventually(t, 5*time.Second, "handler cancelled", func() bool { return cause.Load() != nil })
+	require.ErrorIs(t, cause.Load().(error), runner.ErrTimeout)
+}
+
+// A Go handler that keeps beating past its timeout is spared, as a worker in any
+// other language would be: the runner puts no deadline of its own on it.
+func TestBeatingHandlerPastItsTimeoutIsSpared(t *testing.T) {
+	b := setup(t)
+	release := make(chan struct{})
+	r := newRunner(b.pool, runner.Config{MaintenanceInterval: -1, Lease: time.Second})
+	runner.Handle(r, "beating", func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-release:
+				return "done", nil
+			case <-tick.C:
+				j.Beat()
+			}
+		}
+	})
+	startRunner(t, r)
+	job, err := pgrun.Enqueue(b.ctx, b.pool, "beating", nil, pgrun.Timeout(100*time.Millisecond), pgrun.MaxAttempts(1))
+	require.NoError(t, err)
+	// Past the timeout, maintain() rounds spare it while its beats arrive (renewals
+	// carry them every third of the 1 s lease).
+	eventually(t, 10*time.Second, "a beat recorded after the timeout", func() bool {
+		var late bool
+		require.NoError(t, b.pool.QueryRow(b.ctx, `select coalesce(heartbeat_at > started_at + timeout, false)
+			from pgrun.jobs where id = $1`, job.ID).Scan(&late))
+		return late
+	})
+	for range 3 {
+		_, err := b.pool.Exec(b.ctx, `select pgrun.maintain(stall_window => '30 seconds')`)
+		require.NoError(t, err)
+		require.Equal(t, pgrun.StatusRunning, jobStatus(t, b, job.ID))
+	}
+	close(release)
+	eventually(t, 10*time.Second, "the job succeeded", func() bool { return jobStatus(t, b, job.ID) == pgrun.StatusSucceeded })
 }
 
 // A job whose lease this runner no longer holds (reclaimed elsewhere) has its
@@ -41,7 +88,7 @@ func TestLostLeaseCancelsTheHandler(t *testing.T) {
 	b := setup(t)
 	started := make(chan int64, 1)
 	var cause atomic.Value
-	r := newRunner(b.pool, runner.Config{WorkerID: "mine", Lease: 300 * time.Millisecond, MaintenanceInterval: -1})
+	r := newRunner(b.pool, runner.Config{WorkerID: "mine", Lease: time.Second, MaintenanceInterval: -1})
 	runner.Handle(r, "long", func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
 		started <- j.ID
 		<-ctx.Done()

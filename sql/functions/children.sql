@@ -32,6 +32,10 @@ begin
       using errcode = '22023', hint = 'Use a share in (0, 1]: the parent fails once this share of children failed.';
   end if;
   n := jsonb_array_length(children);
+  if n > pgrun.max_children() then
+    raise exception 'defer_job got % children, over the limit of %', n, pgrun.max_children()
+      using errcode = '22023', hint = 'Fan out in stages: defer to coordinators that each defer to part of the work.';
+  end if;
   update pgrun.jobs j
   set status = 'waiting', progress_current = 0, progress_total = n, children_failed = 0,
       child_errors = '{}', failure_ratio = defer_job.failure_ratio, lease_expires_at = null
@@ -71,8 +75,11 @@ declare
   msg    text := coalesce(child.error ->> 'message', child.status::text);
   v_now  timestamptz := pgrun.clock();
 begin
+  -- A child finishing is the parent's sign of life for the timeout rule
+  -- (fail_overdue): a parent past its timeout is spared while children keep finishing.
   update pgrun.jobs
-  set progress_current = progress_current + case when ok then 1 else 0 end,
+  set heartbeat_at = v_now,
+      progress_current = progress_current + case when ok then 1 else 0 end,
       children_failed = children_failed + case when ok then 0 else 1 end,
       child_errors = case when ok or msg = any (child_errors) or cardinality(child_errors) >= 3
                           then child_errors else child_errors || msg end

@@ -3,7 +3,9 @@
 -- worker control.
 
 -- claim_jobs claims up to n due jobs of one queue for worker, in priority, run_at, id
--- order, and returns them running with attempt incremented (the new attempt is the
+-- order, of the given kinds only (NULL: any kind; a worker passes the kinds it has
+-- handlers for, so a job nobody handles stays queued and is counted in
+-- queue_stats.unhandled instead of failing on a worker that cannot run it), and returns them running with attempt incremented (the new attempt is the
 -- claim token every later transition must present) and a lease of the given length
 -- (NULL: the queue's default_lease, else 30 seconds).
 -- Rows locked by another claimer are skipped (FOR UPDATE SKIP LOCKED), so concurrent
@@ -12,7 +14,9 @@
 -- queue, or when nothing is due.
 --
 -- Model affinity: models lists what is warm on this worker (it is recorded in
--- pgrun.workers). Jobs whose model is warm here are taken first; a job whose model is
+-- pgrun.workers). Affinity is a tiebreak within priority, never above it: among the
+-- jobs of the most urgent due priority, those whose model is warm here are taken
+-- first; a job whose model is
 -- warm on another live worker is left to that worker for the queue's warm_wait
 -- (default 5 seconds) after it became due, then anyone may take it, so nothing
 -- starves; a job with model_required goes only to a worker that has the model warm or
@@ -30,12 +34,14 @@
 -- one, the planner may fetch the ids through the partial claim index (id is its last
 -- column) and scan the whole backlog per claim.
 drop function if exists pgrun.claim_jobs(text, text, integer, interval, text[]);
+drop function if exists pgrun.claim_jobs(text, text, integer, interval, text[], text[]);
 create or replace function pgrun.claim_jobs(
   queue   text,
   worker  text,
   n       integer default 1,
   lease   interval default null,
-  models  text[] default null
+  models  text[] default null,
+  kinds   text[] default null
 )
 returns setof pgrun.jobs
 language plpgsql
@@ -54,12 +60,10 @@ declare
   v_servable text[];
   v_wait    interval;
   v_blocked boolean;
+  v_top     smallint;
 begin
   perform pgrun.check_queue_name(queue);
-  if worker is null or worker = '' then
-    raise exception 'worker id must not be empty'
-      using errcode = '22023', hint = 'Pass a stable id such as host:pid.';
-  end if;
+  perform pgrun.check_worker_id(worker);
   if n is null or n < 1 or n > 10000 then
     raise exception 'claim size % is not valid', coalesce(n::text, 'NULL')
       using errcode = '22023', hint = 'Claim 1 to 10000 jobs per call.';
@@ -116,6 +120,7 @@ begin
                row_number() over (partition by c.concurrency_key order by c.priority, c.run_at, c.id) as rn
         from (select * from pgrun.jobs c
               where c.status = 'queued' and c.queue = claim_jobs.queue and c.run_at <= v_now
+                and (kinds is null or c.kind = any (kinds))
               order by c.priority, c.run_at, c.id
               limit greatest(v_left * 10, 1000)) c) x
       where x.concurrency_key is null
@@ -133,10 +138,18 @@ begin
     returning j.*;
     get diagnostics v_total = row_count;
   else
-    -- With models, a first pass takes jobs whose model is warm here; the second pass
-    -- (or the only one) takes any due job.
-    foreach v_warm in array case when coalesce(cardinality(models), 0) > 0
-                                 then array[true, false] else array[false] end loop
+    -- With models, a first pass takes jobs whose model is warm here among those of
+    -- the most urgent priority this worker may take; the second pass (or the only
+    -- one) takes any due job in order.
+    if coalesce(cardinality(models), 0) > 0 then
+      select c.priority into v_top from pgrun.jobs c
+      where c.status = 'queued' and c.queue = claim_jobs.queue and c.run_at <= v_now
+        and (kinds is null or c.kind = any (kinds))
+        and (c.model = any (models) or pgrun.may_take_cold(c, worker, models, v_servable, v_now, v_wait))
+      order by c.priority, c.run_at, c.id
+      limit 1;
+    end if;
+    foreach v_warm in array case when v_top is not null then array[true, false] else array[false] end loop
       return query
       update pgrun.jobs j
       set status = 'running', attempt = j.attempt + 1, claimed_by = worker,
@@ -144,7 +157,8 @@ begin
       where j.id = any (array(
           select c.id from pgrun.jobs c
           where c.status = 'queued' and c.queue = claim_jobs.queue and c.run_at <= v_now
-            and (case when v_warm then c.model = any (models)
+            and (kinds is null or c.kind = any (kinds))
+            and (case when v_warm then c.priority = v_top and c.model = any (models)
                       else c.model is null
                            or pgrun.may_take_cold(c, worker, models, v_servable, v_now, v_wait) end)
           order by c.priority, c.run_at, c.id
@@ -217,5 +231,5 @@ as $$
           and (c.run_at <= v_now - warm_wait
                or not exists (select 1 from pgrun.workers w
                               where w.id <> worker and c.model = any (w.models) and w.state = 'running'
-                                and w.flagged_dead_at is null and w.last_seen > v_now - 3 * w.cadence)))
+                                and pgrun.worker_alive(w, v_now))))
 $$;

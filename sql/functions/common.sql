@@ -120,6 +120,7 @@ $$;
 --                      a workflow spec: 1 MiB each (pg_column_size of the value)
 --   max_key_bytes      unique_key and concurrency_key: 512 bytes (they are indexed;
 --                      PostgreSQL cannot index a btree entry over ~2.7 KB)
+--   max_children       children of one defer_job, elements of one map node: 100,000
 create or replace function pgrun.max_json_bytes()
 returns integer
 language sql
@@ -127,12 +128,29 @@ immutable
 set search_path = pgrun, pg_catalog
 as $$ select 1048576 $$;
 
+create or replace function pgrun.max_children()
+returns integer
+language sql
+immutable
+set search_path = pgrun, pg_catalog
+as $$ select 100000 $$;
+
 create or replace function pgrun.max_key_bytes()
 returns integer
 language sql
 immutable
 set search_path = pgrun, pg_catalog
 as $$ select 512 $$;
+
+-- default_timeout is the wall-clock backstop of a job whose enqueue and queue name
+-- none: an hour. A job that keeps renewing its lease would otherwise run forever.
+-- Enqueue with timeout 0 (or set the queue's default_timeout to 0) for no timeout.
+create or replace function pgrun.default_timeout()
+returns interval
+language sql
+immutable
+set search_path = pgrun, pg_catalog
+as $$ select interval '1 hour' $$;
 
 -- check_json_size raises 22023 naming what and the limit unless v is NULL or at most
 -- max_json_bytes() bytes; returns v.
@@ -172,4 +190,32 @@ begin
   end if;
   return k;
 end;
+$$;
+
+-- check_worker_id raises 22023 unless w is a worker id of 1 to 200 characters;
+-- returns w. Worker ids are written on every claimed job (claimed_by).
+create or replace function pgrun.check_worker_id(w text)
+returns text
+language plpgsql
+immutable
+set search_path = pgrun, pg_catalog
+as $$
+begin
+  if w is null or w = '' or length(w) > 200 then
+    raise exception 'worker id % is not valid', coalesce(quote_literal(left(w, 40) || case when length(w) > 40 then '...' else '' end), 'NULL')
+      using errcode = '22023', hint = 'Pass a stable id of 1 to 200 characters such as host:pid.';
+  end if;
+  return w;
+end;
+$$;
+
+-- worker_alive is the one rule for a live worker: not stopped, not flagged dead, and
+-- heard from within three of its heartbeat cadences as of at.
+create or replace function pgrun.worker_alive(w pgrun.workers, at timestamptz)
+returns boolean
+language sql
+stable
+set search_path = pgrun, pg_catalog
+as $$
+  select w.state <> 'stopped' and w.flagged_dead_at is null and w.last_seen > at - 3 * w.cadence
 $$;

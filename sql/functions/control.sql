@@ -4,10 +4,14 @@
 -- most restrictive of a queue's own mode and the '*' mode applies):
 --   on     claim as usual;
 --   drain  claim nothing more and let in-flight jobs finish;
---   off    claim nothing and cancel in-flight jobs, which are requeued without
---          spending an attempt.
--- claim_jobs obeys it at once; runners hear of it on channel pgrun_control and act
--- within a second. Returns the mode set.
+--   off    claim nothing, and requeue the host's in-flight jobs of the queue at once,
+--          without spending an attempt (event job.requeued); each job's worker is
+--          told on pgrun_cancel (payload id:attempt) to stop its handler, whose late
+--          report then matches nothing. A worker that misses the notification finds
+--          out at its next lease renewal.
+-- claim_jobs obeys it at once, and pgrun_control carries the host name for whoever
+-- shows it. All of it is done here, so a worker in any language gets it by honouring
+-- the cancel notification. Returns the mode set.
 create or replace function pgrun.set_worker_control(host text, queue text, mode text)
 returns text
 language plpgsql
@@ -29,6 +33,14 @@ begin
   insert into pgrun.worker_control as c (host, queue, mode)
   values (set_worker_control.host, set_worker_control.queue, set_worker_control.mode)
   on conflict (host, queue) do update set mode = excluded.mode, updated_at = now();
+  if mode = 'off' then
+    perform pgrun.put_back(j.id, j.attempt, interval '0', 'job.requeued', 'an operator turned the worker off'),
+            pg_notify('pgrun_cancel', j.id || ':' || j.attempt)
+    from pgrun.jobs j
+    where j.status = 'running'
+      and (set_worker_control.queue = '*' or j.queue = set_worker_control.queue)
+      and j.claimed_by in (select w.id from pgrun.workers w where w.host = set_worker_control.host);
+  end if;
   perform pg_notify('pgrun_control', host);
   if mode = 'on' then
     perform pg_notify('pgrun_jobs', q.name) from pgrun.queues q where queue = '*' or q.name = queue;

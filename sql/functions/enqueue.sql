@@ -25,28 +25,45 @@ begin
       using errcode = '22023',
             hint = 'Use 0 (the default, most urgent) up to 32767; lower runs first.';
   end if;
-  if new.max_attempts is null or new.timeout is null then
-    select coalesce(new.max_attempts, q.default_max_attempts), coalesce(new.timeout, q.default_timeout)
-    into new.max_attempts, new.timeout
-    from (select 1) one left join pgrun.queues q on q.name = new.queue;
-  end if;
-  new.max_attempts := coalesce(new.max_attempts, 25);
+  -- Defaults: the queue's, then the engine's. The timeout is the job's wall-clock
+  -- backstop: NULL takes the queue's default_timeout, then default_timeout() (one
+  -- hour); an explicit 0 means none and is stored as NULL.
+  select coalesce(new.max_attempts, q.default_max_attempts, 25),
+         coalesce(new.timeout, q.default_timeout, pgrun.default_timeout())
+  into new.max_attempts, new.timeout
+  from (select 1) one left join pgrun.queues q on q.name = new.queue;
   if new.max_attempts < 1 then
     raise exception 'max_attempts % is not valid', new.max_attempts
       using errcode = '22023',
             hint = 'Use 1 or more; 1 means no retries.';
   end if;
-  perform pgrun.check_positive_interval('timeout', new.timeout);
+  if new.timeout < interval '0' then
+    raise exception 'timeout % is negative', new.timeout
+      using errcode = '22023',
+            hint = 'Pass a positive interval such as ''10 minutes'', 0 for no timeout, or NULL for the queue''s default.';
+  end if;
+  if new.timeout = interval '0' then
+    new.timeout := null;
+  end if;
   new.meta := coalesce(new.meta, '{}');
   if jsonb_typeof(new.meta) <> 'object' then
     raise exception 'meta of job kind % must be a JSON object, got %', new.kind, jsonb_typeof(new.meta)
       using errcode = '22023',
             hint = 'Pass an object such as {"tenant": "acme"}.';
   end if;
-  if new.unique_key = '' then
-    raise exception 'unique_key must not be empty'
+  perform pgrun.check_json_size(format('args of job kind %s', new.kind), new.args);
+  perform pgrun.check_json_size(format('meta of job kind %s', new.kind), new.meta);
+  perform pgrun.check_key('unique_key', new.unique_key);
+  perform pgrun.check_key('concurrency_key', new.concurrency_key);
+  if new.run_at is not null and not isfinite(new.run_at) then
+    raise exception 'run_at % is not a finite time', new.run_at
       using errcode = '22023',
-            hint = 'Pass NULL for no deduplication, or a non-empty key.';
+            hint = 'Pass a real instant, or NULL for now; to hold a job back, enqueue it later or pause its queue.';
+  end if;
+  if new.parent_id is not null and not exists (select 1 from pgrun.jobs p where p.id = new.parent_id) then
+    raise exception 'parent job % does not exist', new.parent_id
+      using errcode = '22023',
+            hint = 'Attach children to an existing job (pgrun.defer_job does it for the job a worker holds).';
   end if;
   new.status := coalesce(new.status, 'queued');
   if new.status not in ('queued', 'pending', 'waiting') then

@@ -7,6 +7,9 @@
 -- complete_jobs finishes running jobs in one statement. A pair (id, attempt) that is
 -- no longer running under that attempt is skipped, so duplicate or stale calls change
 -- nothing; the ids that did finish are returned. results may be NULL (no results).
+-- A result over max_json_bytes() does not fail the batch: that job alone fails for
+-- good with class bad_result (its id is returned too, since it did finish), and the
+-- others succeed.
 create or replace function pgrun.complete_jobs(
   ids       bigint[],
   attempts  integer[],
@@ -16,12 +19,18 @@ returns setof bigint
 language plpgsql
 set search_path = pgrun, pg_catalog
 as $$
+declare
+  v_limit integer := pgrun.max_json_bytes();
 begin
   if cardinality(ids) is distinct from cardinality(attempts)
      or (results is not null and cardinality(results) <> cardinality(ids)) then
     raise exception 'complete_jobs got % ids, % attempts and % results',
       coalesce(cardinality(ids), 0), coalesce(cardinality(attempts), 0), coalesce(cardinality(results)::text, 'no')
       using errcode = '22023', hint = 'Pass arrays of equal length: element i of each describes one job.';
+  end if;
+  if cardinality(ids) > 10000 then
+    raise exception 'complete_jobs got % jobs, over the limit of 10000', cardinality(ids)
+      using errcode = '22023', hint = 'Complete at most 10000 jobs per call.';
   end if;
   return query
   update pgrun.jobs j
@@ -34,20 +43,60 @@ begin
   -- with 300k running rows of dead workers not yet reaped); this way ids go by
   -- primary key whatever the statistics say.
   where j.id = r.id and j.attempt = r.attempt and j.status::text = 'running'
+    and (r.result is null or pg_column_size(r.result) <= v_limit)
   returning j.id;
+  if results is not null then
+    return query
+    select f.id
+    from unnest(ids, attempts, results) as r(id, attempt, result),
+         lateral pgrun.fail_job(r.id, r.attempt,
+           jsonb_build_object('class', 'bad_result',
+             'message', format('result is %s bytes, over the limit of %s bytes', pg_column_size(r.result), v_limit)),
+           false) f
+    where pg_column_size(r.result) > v_limit and f.id is not null;
+  end if;
 end;
 $$;
 
+-- complete_job is the one-job form of complete_jobs, for simple workers: it returns
+-- true if (id, attempt) was running and is now finished.
+create or replace function pgrun.complete_job(id bigint, attempt integer, result jsonb default null)
+returns boolean
+language sql
+set search_path = pgrun, pg_catalog
+as $$
+  select exists (select 1 from pgrun.complete_jobs(array[id], array[attempt], array[result]))
+$$;
+
+-- error_class_permanent reports whether a failure of class is never worth retrying,
+-- whatever attempts are left: the args are invalid (invalid_args), the result could
+-- not be stored (bad_result), the outcome could not be reported (report_failed), or a
+-- maintenance step could not process the job (maintenance_error). Workers in any
+-- language report the class; this is where its meaning lives.
+create or replace function pgrun.error_class_permanent(class text)
+returns boolean
+language sql
+immutable
+set search_path = pgrun, pg_catalog
+as $$
+  select coalesce(class in ('invalid_args', 'bad_result', 'report_failed', 'maintenance_error'), false)
+$$;
+
 -- fail_job records a failed attempt. error is a JSON object with at least "message"
--- (and optionally "class", "stack", ...). A retryable failure with attempts left goes
--- back to queued after an exponential backoff with jitter (the queue's backoff_base
--- and backoff_max, default 1 second and 1 hour); a permanent one, or the last attempt,
--- ends failed. Returns the job, or NULL if (id, attempt) is not running.
+-- (and optionally "class", "stack", ...). The attempt is final, and the job ends
+-- failed, when retryable is false, when the class is permanent
+-- (error_class_permanent), or when it was the last of max_attempts; otherwise the job
+-- goes back to queued after an exponential backoff with jitter (the queue's
+-- backoff_base and backoff_max, default 1 second and 1 hour). retryable NULL (the
+-- default) leaves the decision to the class. An error over max_json_bytes() is
+-- stored cut down (class, the first 8 KB of the message and 32 KB of the stack,
+-- "truncated": true) rather than refused, so a failure can always be recorded.
+-- Returns the job, or NULL if (id, attempt) is not running.
 create or replace function pgrun.fail_job(
   id         bigint,
   attempt    integer,
   error      jsonb,
-  retryable  boolean default true
+  retryable  boolean default null
 )
 returns pgrun.jobs
 language plpgsql
@@ -58,21 +107,28 @@ declare
   v_now  timestamptz := pgrun.clock();
   j      pgrun.jobs;
   final  boolean;
+  perm   boolean;
 begin
   if error is null or jsonb_typeof(error) <> 'object' or jsonb_typeof(error -> 'message') is distinct from 'string' then
-    raise exception 'error % is not a JSON object with a "message" string', coalesce(error::text, 'NULL')
+    raise exception 'error % is not a JSON object with a "message" string', left(coalesce(error::text, 'NULL'), 200)
       using errcode = '22023', hint = 'Pass ''{"message": "what went wrong", "class": "timeout"}''.';
   end if;
+  if pg_column_size(error) > pgrun.max_json_bytes() then
+    error := jsonb_strip_nulls(jsonb_build_object('class', error ->> 'class',
+               'message', left(error ->> 'message', 8192), 'stack', left(error ->> 'stack', 32768),
+               'truncated', true));
+  end if;
+  perm := not coalesce(retryable, true) or pgrun.error_class_permanent(error ->> 'class');
   update pgrun.jobs j
   set failures = j.failures + 1,
-      status = case when not coalesce(retryable, true) or j.failures + 1 >= j.max_attempts
+      status = case when perm or j.failures + 1 >= j.max_attempts
                     then 'failed'::pgrun.job_status else 'queued' end,
-      run_at = case when not coalesce(retryable, true) or j.failures + 1 >= j.max_attempts
+      run_at = case when perm or j.failures + 1 >= j.max_attempts
                     then j.run_at
                     else v_now + pgrun.backoff(j.failures + 1,
                            coalesce((select q.backoff_base from pgrun.queues q where q.name = j.queue), interval '1 second'),
                            coalesce((select q.backoff_max from pgrun.queues q where q.name = j.queue), interval '1 hour')) end,
-      finished_at = case when not coalesce(retryable, true) or j.failures + 1 >= j.max_attempts
+      finished_at = case when perm or j.failures + 1 >= j.max_attempts
                          then v_now end,
       error = fail_job.error || jsonb_build_object('attempt', j.attempt, 'at', v_now),
       lease_expires_at = null
@@ -83,9 +139,9 @@ begin
   end if;
   final := j.status = 'failed';
   perform pgrun.add_event(j.id, 'job.failed', case when final then 'error' else 'warn' end,
-    error ->> 'message',
+    left(error ->> 'message', 2000),
     jsonb_build_object('attempt', j.attempt, 'class', coalesce(error ->> 'class', 'error'),
-                       'retryable', coalesce(retryable, true), 'final', final,
+                       'retryable', not perm, 'final', final,
                        'next_run_at', case when final then null else j.run_at end));
   return j;
 end;
@@ -109,9 +165,12 @@ as $$
 declare
   j pgrun.jobs;
 begin
-  if delay is null or delay < interval '0' then
+  if delay is null or delay < interval '0' or delay > interval '366 days' then
     raise exception 'delay % is not valid', coalesce(delay::text, 'NULL')
-      using errcode = '22023', hint = 'Pass a delay of zero or more, such as ''30 seconds''.';
+      using errcode = '22023', hint = 'Pass a delay from zero to 366 days, such as ''30 seconds''.';
+  end if;
+  if octet_length(reason) > 2000 then
+    reason := left(reason, 2000) || '...';
   end if;
   update pgrun.jobs j
   set status = 'queued', run_at = pgrun.clock() + delay, lease_expires_at = null

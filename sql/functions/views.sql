@@ -6,7 +6,8 @@ drop view if exists pgrun.queue_stats, pgrun.active_jobs, pgrun.worker_status, p
 
 -- queue_stats answers "how is each queue doing": jobs by state (queued means due now,
 -- scheduled means queued for later), the age of the oldest due job, and what finished
--- in the last minute. Reads only the partial indexes of active jobs and the recent
+-- in the last minute, and unhandled: due queued jobs of kinds that no live worker
+-- serving the queue has a handler for (they wait for one; nothing fails them). Reads only the partial indexes of active jobs and the recent
 -- part of the finished index, so it stays cheap on a large history.
 create or replace view pgrun.queue_stats as
 select q.name as queue,
@@ -19,7 +20,8 @@ select q.name as queue,
        a.oldest_queued_age,
        coalesce(f.succeeded_1m, 0) as succeeded_1m,
        coalesce(f.failed_1m, 0)    as failed_1m,
-       coalesce(f.cancelled_1m, 0) as cancelled_1m
+       coalesce(f.cancelled_1m, 0) as cancelled_1m,
+       coalesce(u.unhandled, 0) as unhandled
 from pgrun.queues q
 left join lateral (
   select count(*) filter (where j.run_at <= now()) as queued,
@@ -41,7 +43,16 @@ left join lateral (
          count(*) filter (where j.status = 'cancelled') as cancelled_1m
   from pgrun.jobs j
   where j.finished_at > now() - interval '1 minute' and j.queue = q.name
-) f on true;
+) f on true
+left join lateral (
+  select sum(k.n)::bigint as unhandled
+  from (select j.kind, count(*) as n from pgrun.jobs j
+        where j.queue = q.name and j.status = 'queued' and j.run_at <= now()
+        group by j.kind) k
+  where not exists (select 1 from pgrun.workers w
+                    where pgrun.worker_alive(w, now()) and q.name = any (w.queues)
+                      and (w.kinds is null or k.kind = any (w.kinds)))
+) u on true;
 
 -- active_jobs lists what is running or parked right now, with progress.
 create or replace view pgrun.active_jobs as
@@ -59,6 +70,7 @@ where j.status in ('running', 'waiting');
 create or replace view pgrun.worker_status as
 select w.id, w.host, w.pid, w.state, w.queues, w.models, w.version, w.started_at,
        w.last_seen, now() - w.last_seen as since_seen, w.cadence, w.flagged_dead_at,
+       pgrun.worker_alive(w, now()) as alive, w.kinds,
        (select count(*) from pgrun.jobs j where j.status = 'running' and j.claimed_by = w.id) as running
 from pgrun.workers w;
 

@@ -3,9 +3,11 @@
 -- worker_heartbeat records that worker id is alive (inserting it on first call) with
 -- what it serves, which models it holds warm and how often it heartbeats (cadence: a
 -- worker silent for three cadences while holding jobs is flagged dead by maintain()).
+-- kinds lists the job kinds it has handlers for (NULL: any), for queue_stats.unhandled.
 -- A heartbeat clears the dead flag. Returns the time recorded.
 drop function if exists pgrun.worker_heartbeat(text, text, integer, text[], text[], text, text);
 drop function if exists pgrun.worker_heartbeat(text, text, integer, text[], text[], text, text, interval);
+drop function if exists pgrun.worker_heartbeat(text, text, integer, text[], text[], text, text, interval, text[]);
 create or replace function pgrun.worker_heartbeat(
   id       text,
   host     text,
@@ -15,7 +17,8 @@ create or replace function pgrun.worker_heartbeat(
   version  text default null,
   state    text default 'running',
   cadence  interval default interval '10 seconds',
-  servable text[] default '{}'
+  servable text[] default '{}',
+  kinds    text[] default null
 )
 returns timestamptz
 language plpgsql
@@ -25,25 +28,31 @@ as $$
 declare
   v_now timestamptz := pgrun.clock();
 begin
-  if id is null or id = '' or host is null or host = '' then
-    raise exception 'worker id % and host % must not be empty', coalesce(quote_literal(id), 'NULL'), coalesce(quote_literal(host), 'NULL')
-      using errcode = '22023', hint = 'Pass a stable id such as host:pid and the host name.';
+  perform pgrun.check_worker_id(id);
+  if host is null or host = '' or length(host) > 255 then
+    raise exception 'host % is not valid', coalesce(quote_literal(left(host, 40)), 'NULL')
+      using errcode = '22023', hint = 'Pass the host name, 1 to 255 characters.';
+  end if;
+  if cardinality(queues) > 1000 or cardinality(models) > 1000 or cardinality(servable) > 1000 or cardinality(kinds) > 10000 then
+    raise exception 'worker % lists too many queues, models or kinds', id
+      using errcode = '22023', hint = 'At most 1000 queues, 1000 models, 1000 servable models and 10000 kinds per worker.';
   end if;
   if state is null or state not in ('running', 'draining', 'stopped') then
     raise exception 'worker state % is not valid', coalesce(quote_literal(state), 'NULL')
       using errcode = '22023', hint = 'Use running, draining or stopped.';
   end if;
   perform pgrun.check_positive_interval('cadence', cadence);
-  insert into pgrun.workers as w (id, host, pid, queues, models, version, state, started_at, last_seen, cadence, servable)
+  insert into pgrun.workers as w (id, host, pid, queues, models, version, state, started_at, last_seen, cadence, servable, kinds)
   values (worker_heartbeat.id, worker_heartbeat.host, worker_heartbeat.pid,
           coalesce(worker_heartbeat.queues, '{}'), coalesce(worker_heartbeat.models, '{}'),
           worker_heartbeat.version, worker_heartbeat.state, v_now, v_now,
-          coalesce(worker_heartbeat.cadence, interval '10 seconds'), coalesce(worker_heartbeat.servable, '{}'))
+          coalesce(worker_heartbeat.cadence, interval '10 seconds'), coalesce(worker_heartbeat.servable, '{}'),
+          worker_heartbeat.kinds)
   on conflict (id) do update
     set host = excluded.host, pid = excluded.pid, queues = excluded.queues,
         models = excluded.models, version = excluded.version, state = excluded.state,
         last_seen = excluded.last_seen, cadence = excluded.cadence, flagged_dead_at = null,
-        servable = excluded.servable;
+        servable = excluded.servable, kinds = excluded.kinds;
   return v_now;
 end;
 $$;
