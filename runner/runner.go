@@ -459,4 +459,3 @@ func (r *Runner) wakeAll() {
 		f.wake()
 	}
 }
-

@@ -132,4 +132,3 @@ func (r *Runner) watch(now time.Time) {
 
 // Abandoned is how many handlers this runner has abandoned.
 func (r *Runner) Abandoned() int64 { return r.abandoned.Load() }
-

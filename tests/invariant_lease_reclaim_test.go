@@ -112,4 +112,3 @@ func TestTimeoutFailsSilentJobsAndSparesBeatingOnes(t *testing.T) {
 	require.Contains(t, string(j.Error), `"class": "timeout"`)
 	require.Equal(t, pgrun.StatusRunning, jobStatus(t, b, beating), "it showed life within the stall window")
 }
-

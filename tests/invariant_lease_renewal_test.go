@@ -169,4 +169,3 @@ func TestProgressAndEventsCountAsSignsOfLife(t *testing.T) {
 	require.Equal(t, "running", string(jobStatus(t, b, ids["progressing"])))
 	require.Equal(t, "running", string(jobStatus(t, b, ids["chatty"])))
 }
-
