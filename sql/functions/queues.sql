@@ -81,6 +81,7 @@ $$;
 --   default_lease      the claim lease when the claimer passes none (at least 15 s:
 --                      runners renew every 10 s)
 --   default_timeout, default_max_attempts   for jobs enqueued without their own
+--                      (default_timeout 0: no timeout; reset: the engine's hour)
 --   backoff_base, backoff_max               retry delays (default 1 second, 1 hour)
 --   retention          how long finished jobs are kept (maintain's default otherwise)
 --   archive            move pruned jobs to pgrun.jobs_archive instead of deleting them
@@ -131,7 +132,10 @@ begin
       using errcode = '22023', hint = 'Use 15 seconds or more: runners renew leases every 10 seconds.';
   end if;
   perform pgrun.check_positive_interval('rate_period', rate_period);
-  perform pgrun.check_positive_interval('default_timeout', default_timeout);
+  if default_timeout < interval '0' then
+    raise exception 'default_timeout % of queue % is negative', default_timeout, name
+      using errcode = '22023', hint = 'Pass a positive interval such as ''10 minutes'', or 0 for no timeout.';
+  end if;
   perform pgrun.check_positive_interval('backoff_base', backoff_base);
   perform pgrun.check_positive_interval('backoff_max', backoff_max);
   perform pgrun.check_positive_interval('retention', retention);
