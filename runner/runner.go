@@ -25,6 +25,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
@@ -232,8 +233,8 @@ func (cfg Config) Validate() error {
 		}
 	}
 	switch {
-	case len(cfg.WorkerID) > MaxWorkerIDLen:
-		return fmt.Errorf("runner: worker id is %d characters, over the limit of %d", len(cfg.WorkerID), MaxWorkerIDLen)
+	case utf8.RuneCountInString(cfg.WorkerID) > MaxWorkerIDLen:
+		return fmt.Errorf("runner: worker id is %d characters, over the limit of %d", utf8.RuneCountInString(cfg.WorkerID), MaxWorkerIDLen)
 	case cfg.Lease != 0 && cfg.Lease < MinLease:
 		return fmt.Errorf("runner: lease %s is too short (at least %s, or 0 for each queue's default)", cfg.Lease, MinLease)
 	case cfg.PollInterval != 0 && cfg.PollInterval < MinPollInterval:

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,4 +90,19 @@ func TestRunnerStartedBeforeTheSchemaWaitsForIt(t *testing.T) {
 	eventually(t, 15*time.Second, "the waiting runner ran the job", func() bool {
 		return jobStatus(t, b, j.ID) == pgrun.StatusSucceeded
 	})
+}
+
+// A runner started before `migrate up` says once why it waits, and starts working
+// once the schema is there.
+func TestRunnerWaitingForTheSchemaSaysWhy(t *testing.T) {
+	b := emptyDB(t)
+	p := startWorker(t, b, "--queues", "default=2")
+	eventually(t, 20*time.Second, "the runner says why it waits", func() bool {
+		return strings.Contains(p.output(), "run `runner migrate up`")
+	})
+	require.Equal(t, 1, strings.Count(p.output(), "waiting for schema"), "said once")
+	require.NoError(t, pgrun.Migrate(b.ctx, b.pool))
+	job, err := pgrun.Enqueue(b.ctx, b.pool, runner.KindEcho, map[string]int{"n": 1})
+	require.NoError(t, err)
+	eventually(t, 20*time.Second, "the job ran", func() bool { return jobStatus(t, b, job.ID) == pgrun.StatusSucceeded })
 }

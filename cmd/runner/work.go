@@ -32,19 +32,13 @@ type workFlags struct {
 	grace, lease, poll         time.Duration
 }
 
-// Bounds on the flags of `runner work`.
+// Bounds on the flags of `runner work`: the runner's own (runner.Config.Validate
+// checks the same), named here for the flag messages.
 const (
-	// minLease is the shortest explicit --lease: leases renew every lease/3, and a
-	// renewal more often than every ~333ms is load on the database for no gain.
-	minLease = time.Second
-	// minPollInterval is the shortest --poll-interval: polling faster than 100 times
-	// a second per queue turns idle runners into a load test.
-	minPollInterval = 10 * time.Millisecond
-	// maxQueueWorkers bounds --queues name=N: each worker is a goroutine and a share
-	// of the claim batch; more than 10,000 per queue is a typo, not a plan.
-	maxQueueWorkers = 10000
-	// maxWorkerIDChars matches the bound pgrun's SQL puts on a worker id.
-	maxWorkerIDChars = 200
+	minLease         = runner.MinLease
+	minPollInterval  = runner.MinPollInterval
+	maxQueueWorkers  = runner.MaxWorkers
+	maxWorkerIDChars = runner.MaxWorkerIDLen
 )
 
 // config checks every flag and returns the runner configuration they describe;
@@ -80,14 +74,17 @@ func (f *workFlags) config(changed func(string) bool) (runner.Config, slog.Level
 		// means no grace, so pass the shortest non-zero wait instead.
 		grace = time.Nanosecond
 	}
-	return runner.Config{
+	cfg := runner.Config{
 		Queues:        qs,
 		WorkerID:      f.workerID,
 		Lease:         f.lease,
 		PollInterval:  f.poll,
 		ShutdownGrace: grace,
 		Version:       version,
-	}, level, nil
+	}
+	// The flags are checked above with messages that name them; the runner's own
+	// check is the last word, so the CLI and a Go caller accept the same.
+	return cfg, level, cfg.Validate()
 }
 
 // checkWorkerID accepts an empty id when the flag was not given (the runner picks
