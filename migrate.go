@@ -29,11 +29,17 @@ const MigrationsTable = "pgrun_schema_migrations"
 const functionsLockKey = 0x70677275 // "pgru"
 
 // Migrate brings schema pgrun to the newest version: it runs the pending migrations
-// in sql/migrations, then applies the function set in sql/functions in one
-// transaction under an advisory lock. The function set is recorded by checksum, so a
-// second Migrate with the same files changes nothing.
+// in sql/migrations, then applies the function set in sql/functions and the grants
+// of the three roles (see [MigrateOptions]) in one transaction under an advisory
+// lock. The function set is recorded by checksum, so a second Migrate with the same
+// files and roles changes nothing.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
-	return migrateUp(ctx, stdlib.OpenDBFromPool(pool))
+	return MigrateWith(ctx, pool, MigrateOptions{})
+}
+
+// MigrateWith is [Migrate] with options.
+func MigrateWith(ctx context.Context, pool *pgxpool.Pool, opts MigrateOptions) error {
+	return migrateUp(ctx, stdlib.OpenDBFromPool(pool), opts)
 }
 
 // MigrateURL is [Migrate] on a database given by URL, for tools that hold no pool.
@@ -42,12 +48,12 @@ func MigrateURL(ctx context.Context, dbURL string) error {
 	if err != nil {
 		return fmt.Errorf("pgrun: migrate: %w", err)
 	}
-	return migrateUp(ctx, db)
+	return migrateUp(ctx, db, MigrateOptions{})
 }
 
 // migrateUp migrates and applies the functions on db, then closes db (the
 // migrations driver holds a connection of its own until it is closed).
-func migrateUp(ctx context.Context, db *sql.DB) (err error) {
+func migrateUp(ctx context.Context, db *sql.DB, opts MigrateOptions) (err error) {
 	m, err := newMigrate(db)
 	if err != nil {
 		db.Close()
@@ -61,7 +67,7 @@ func migrateUp(ctx context.Context, db *sql.DB) (err error) {
 	if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
 		return fmt.Errorf("pgrun: migrate up: %w", err)
 	}
-	return applyFunctions(ctx, db)
+	return applyFunctions(ctx, db, opts)
 }
 
 // MigrateDown reverses every migration, dropping schema pgrun and all it holds.
@@ -171,7 +177,8 @@ type functionFile struct {
 }
 
 // functionSet returns the function files in application order (common.sql first,
-// views.sql last, the rest by name) and their combined checksum.
+// then the rest by name, views.sql and privileges.sql last) and their combined
+// checksum.
 func functionSet() ([]functionFile, string, error) {
 	entries, err := fs.ReadDir(sqlFiles, "sql/functions")
 	if err != nil {
@@ -183,6 +190,8 @@ func functionSet() ([]functionFile, string, error) {
 			return 0
 		case "views.sql":
 			return 2
+		case "privileges.sql":
+			return 3
 		}
 		return 1
 	}
@@ -216,7 +225,7 @@ func FunctionsChecksum() string {
 	return sum
 }
 
-func applyFunctions(ctx context.Context, db *sql.DB) error {
+func applyFunctions(ctx context.Context, db *sql.DB, opts MigrateOptions) error {
 	files, sum, err := functionSet()
 	if err != nil {
 		return fmt.Errorf("pgrun: read function set: %w", err)
@@ -229,6 +238,14 @@ func applyFunctions(ctx context.Context, db *sql.DB) error {
 	if _, err := tx.ExecContext(ctx, `select pg_advisory_xact_lock($1)`, functionsLockKey); err != nil {
 		return fmt.Errorf("pgrun: apply functions: lock: %w", err)
 	}
+	roles := opts.roles()
+	granted, err := ensureRoles(ctx, tx, roles, !opts.NoCreateRoles)
+	if err != nil {
+		return err
+	}
+	// The ledger records the files and the roles granted: a Migrate after a DBA has
+	// created the roles grants them.
+	sum = fmt.Sprintf("%s:%s:%t", sum, roles.Enqueuer+","+roles.Worker+","+roles.Admin, granted)
 	var applied bool
 	if err := tx.QueryRowContext(ctx,
 		`select exists (select 1 from pgrun.function_ledger where checksum = $1)`, sum).Scan(&applied); err != nil {
@@ -240,6 +257,11 @@ func applyFunctions(ctx context.Context, db *sql.DB) error {
 	for _, f := range files {
 		if _, err := tx.ExecContext(ctx, f.body); err != nil {
 			return fmt.Errorf("pgrun: apply sql/functions/%s: %w", f.name, err)
+		}
+	}
+	if granted {
+		if _, err := tx.ExecContext(ctx, `select pgrun.grant_roles($1, $2, $3)`, roles.Enqueuer, roles.Worker, roles.Admin); err != nil {
+			return fmt.Errorf("pgrun: grant roles: %w", err)
 		}
 	}
 	if _, err := tx.ExecContext(ctx, `delete from pgrun.function_ledger`); err != nil {

@@ -116,7 +116,7 @@ func (c *completer) send(ctx context.Context, batch []completion) error {
 		ids[i], attempts[i], results[i] = x.id, int32(x.attempt), x.result
 	}
 	return withRetry(ctx, func(ctx context.Context) error {
-		_, err := c.r.pool.Exec(ctx, `select pgrun.complete_jobs($1, $2, $3::jsonb[])`, ids, attempts, results)
+		_, err := c.r.pool.Exec(ctx, `select pgrun.complete_jobs($1, $2, $3::jsonb[], $4)`, ids, attempts, results, c.r.cfg.WorkerID)
 		return err
 	})
 }

@@ -158,13 +158,14 @@ func (e *execution) report(result any, err error) {
 			e.r.failReport(ctx, e.job.ID, e.job.Attempt, "report_failed", fmt.Sprintf("encode children: %v", merr))
 			return
 		}
-		e.exec(ctx, log, "defer", `select pgrun.defer_job($1, $2, $3::jsonb, $4)`, e.job.ID, e.job.Attempt, children, de.ratio)
+		e.exec(ctx, log, "defer", `select pgrun.defer_job($1, $2, $3::jsonb, $4, $5)`,
+			e.job.ID, e.job.Attempt, children, de.ratio, e.r.cfg.WorkerID)
 		return
 	}
 	var rl *retryLaterError
 	if errors.As(err, &rl) {
-		e.exec(ctx, log, "retry later", `select pgrun.retry_later($1, $2, $3, nullif($4, ''))`,
-			e.job.ID, e.job.Attempt, rl.delay, sanitize(rl.reason))
+		e.exec(ctx, log, "retry later", `select pgrun.retry_later($1, $2, $3, nullif($4, ''), $5)`,
+			e.job.ID, e.job.Attempt, rl.delay, sanitize(rl.reason), e.r.cfg.WorkerID)
 		return
 	}
 	e.fail(ctx, log, err)
@@ -190,12 +191,13 @@ func (e *execution) fail(ctx context.Context, log *slog.Logger, err error) {
 		retryable = new(bool)
 	}
 	log.Warn("job failed", "class", class, "err", err, "permanent", retryable != nil)
-	e.exec(ctx, log, "fail", `select pgrun.fail_job($1, $2, $3::jsonb, $4)`, e.job.ID, e.job.Attempt, payload, retryable)
+	e.exec(ctx, log, "fail", `select pgrun.fail_job($1, $2, $3::jsonb, $4, $5)`,
+		e.job.ID, e.job.Attempt, payload, retryable, e.r.cfg.WorkerID)
 }
 
 // requeue returns the job to its queue without spending an attempt.
 func (e *execution) requeue(ctx context.Context, reason string) {
-	e.exec(ctx, e.r.log, "requeue", `select pgrun.requeue_job($1, $2, $3)`, e.job.ID, e.job.Attempt, reason)
+	e.exec(ctx, e.r.log, "requeue", `select pgrun.requeue_job($1, $2, $3, $4)`, e.job.ID, e.job.Attempt, reason, e.r.cfg.WorkerID)
 }
 
 // exec runs one transition, retrying transient errors. A transition that matches
@@ -222,7 +224,7 @@ func (e *execution) exec(ctx context.Context, log *slog.Logger, what, sql string
 func (r *Runner) failReport(ctx context.Context, id int64, attempt int, class, message string) {
 	payload, _ := json.Marshal(map[string]any{"class": class, "message": sanitize(message)})
 	err := withRetry(ctx, func(ctx context.Context) error {
-		_, err := r.pool.Exec(ctx, `select pgrun.fail_job($1, $2, $3::jsonb, false)`, id, attempt, payload)
+		_, err := r.pool.Exec(ctx, `select pgrun.fail_job($1, $2, $3::jsonb, false, $4)`, id, attempt, payload, r.cfg.WorkerID)
 		return err
 	})
 	if err != nil {

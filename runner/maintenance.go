@@ -6,6 +6,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/pgrun/pgrun"
 )
 
@@ -29,6 +31,11 @@ func (r *Runner) maintainLoop(ctx context.Context) {
 		err := r.pool.QueryRow(ctx, `select pgrun.maintain(stall_window => $1, leader => $2, leader_lease => $3)::text`,
 			r.cfg.StallWindow, r.cfg.WorkerID, 3*r.cfg.MaintenanceInterval).Scan(&out)
 		if err != nil {
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) && pe.Code == "42501" {
+				r.log.Warn("maintenance needs the pgrun_admin role; this runner leaves it to one that has it (or to pg_cron)", "err", pe.Message)
+				return
+			}
 			if ctx.Err() == nil {
 				r.log.Warn("maintain failed", "err", err)
 			}

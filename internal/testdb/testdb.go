@@ -10,9 +10,11 @@ package testdb
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -45,16 +47,46 @@ func (Migrator) Hash() (string, error) {
 	return pgrun.SchemaHash(), nil
 }
 
-// Migrate installs schema pgrun into the template database.
-func (Migrator) Migrate(ctx context.Context, _ *sql.DB, conf pgtestdb.Config) error {
-	return pgrun.MigrateURL(ctx, conf.URL())
+// Migrate installs schema pgrun into the template database and enables the test
+// clock seam there (SET pgrun.now), which production databases never honour.
+func (Migrator) Migrate(ctx context.Context, db *sql.DB, conf pgtestdb.Config) error {
+	if err := pgrun.MigrateURL(ctx, conf.URL()); err != nil {
+		return err
+	}
+	_, err := db.ExecContext(ctx, `insert into pgrun.settings (name, value) values ('test_clock', 'true')
+		on conflict (name) do update set value = excluded.value`)
+	return err
 }
+
+// ensureRoles creates pgrun's three roles on the server with the admin connection
+// once per process: roles belong to the whole server, and the role tests use to
+// migrate may not create them.
+var ensureRoles = sync.OnceValue(func() error {
+	db, err := sql.Open("pgx", ServerURL())
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	r := pgrun.RolesFor("")
+	for _, n := range []string{r.Enqueuer, r.Worker, r.Admin} {
+		// Role names here are pgrun's own constants; parallel test processes may race
+		// (duplicate_object, or a unique violation in pg_authid).
+		_, err := db.Exec(fmt.Sprintf(`create role %q nologin`, n))
+		if err != nil && !strings.Contains(err.Error(), "already exists") && !strings.Contains(err.Error(), "duplicate key") {
+			return fmt.Errorf("create role %s: %w", n, err)
+		}
+	}
+	return nil
+})
 
 // Config is the pgtestdb configuration for ServerURL. Tests connect as the server's
 // own user (a superuser on a development server) so that they can create extensions
 // and terminate the connections of processes they kill.
 func Config(tb testing.TB) pgtestdb.Config {
 	tb.Helper()
+	if err := ensureRoles(); err != nil {
+		tb.Fatalf("testdb: roles: %v", err)
+	}
 	u, err := url.Parse(ServerURL())
 	if err != nil {
 		tb.Fatalf("testdb: bad database URL: %v", err)

@@ -8,11 +8,13 @@
 -- 1.0: only if all fail) and succeeds when all have finished below it. With no
 -- children it succeeds at once. Returns the parent, or NULL if (id, attempt) is not
 -- running.
+drop function if exists pgrun.defer_job(bigint, integer, jsonb, double precision);
 create or replace function pgrun.defer_job(
   id             bigint,
   attempt        integer,
   children       jsonb,
-  failure_ratio  double precision default 1.0
+  failure_ratio  double precision default 1.0,
+  worker         text default null
 )
 returns pgrun.jobs
 language plpgsql
@@ -31,6 +33,7 @@ begin
     raise exception 'failure_ratio % is not valid', coalesce(failure_ratio::text, 'NULL')
       using errcode = '22023', hint = 'Use a share in (0, 1]: the parent fails once this share of children failed.';
   end if;
+  perform pgrun.check_reporter(worker);
   n := jsonb_array_length(children);
   if n > pgrun.max_children() then
     raise exception 'defer_job got % children, over the limit of %', n, pgrun.max_children()
@@ -40,6 +43,7 @@ begin
   set status = 'waiting', progress_current = 0, progress_total = n, children_failed = 0,
       child_errors = '{}', failure_ratio = defer_job.failure_ratio, lease_expires_at = null
   where j.id = defer_job.id and j.attempt = defer_job.attempt and j.status = 'running'
+    and (defer_job.worker is null or j.claimed_by = defer_job.worker)
   returning j.* into j;
   if not found then
     return null;

@@ -1,17 +1,25 @@
 -- common.sql: the clock seam, input checks, backoff and the event writer shared by
 -- every other file. Applied first (files are applied in name order).
 
--- clock is the engine's notion of "now": the transaction's now(), unless the session
--- sets pgrun.now (tests and simulations do: SET pgrun.now = '2030-01-01 00:00Z').
--- Every time-dependent rule reads it, so schedules, backoff and leases can be tested
--- against explicit instants instead of sleeps.
+-- clock is the engine's notion of "now": the transaction's now(). Test databases may
+-- pin it with SET pgrun.now = '2030-01-01 00:00Z' (schedules, backoff, leases and
+-- timeouts are then tested at explicit instants instead of with sleeps), but only
+-- where an administrator has enabled the seam with a row the callers cannot write:
+--   INSERT INTO pgrun.settings (name, value) VALUES ('test_clock', 'true');
+-- Elsewhere the session setting is ignored, so no caller can claim jobs due in a
+-- month, take leases that never expire or make maintain() reap healthy leases.
 create or replace function pgrun.clock()
 returns timestamptz
 language sql
 stable
 set search_path = pgrun, pg_catalog
 as $$
-  select coalesce(nullif(current_setting('pgrun.now', true), '')::timestamptz, now())
+  select case
+    when coalesce(current_setting('pgrun.now', true), '') = '' then now()
+    when exists (select 1 from pgrun.settings s where s.name = 'test_clock' and s.value = 'true')
+      then current_setting('pgrun.now', true)::timestamptz
+    else now()
+  end
 $$;
 
 -- check_queue_name raises 22023 unless q is a valid queue name; returns q.
@@ -218,4 +226,34 @@ stable
 set search_path = pgrun, pg_catalog
 as $$
   select w.state <> 'stopped' and w.flagged_dead_at is null and w.last_seen > at - 3 * w.cadence
+$$;
+
+-- is_engine reports whether the current role may write engine-owned columns: the
+-- owner of pgrun.jobs (the engine's own functions run as it) or a member of it.
+-- Callers with pgrun_enqueuer insert only their own fields.
+create or replace function pgrun.is_engine()
+returns boolean
+language sql
+stable
+set search_path = pgrun, pg_catalog
+as $$
+  select pg_has_role(current_user, c.relowner, 'MEMBER') from pg_class c where c.oid = 'pgrun.jobs'::regclass
+$$;
+
+-- check_reporter raises 42501 unless worker names a worker, or the session belongs
+-- to the owner of the engine (psql, tests, the engine itself): a report must name the
+-- worker that holds the claim, since an attempt number alone is guessable.
+create or replace function pgrun.check_reporter(worker text)
+returns void
+language plpgsql
+stable
+set search_path = pgrun, pg_catalog
+as $$
+begin
+  if worker is null and not exists (select 1 from pg_class c where c.oid = 'pgrun.jobs'::regclass
+                                    and pg_has_role(session_user, c.relowner, 'MEMBER')) then
+    raise exception 'a report must name the worker that holds the claim'
+      using errcode = '42501', hint = 'Pass worker => the id you claimed with.';
+  end if;
+end;
 $$;

@@ -65,6 +65,25 @@ begin
       using errcode = '22023',
             hint = 'Attach children to an existing job (pgrun.defer_job does it for the job a worker holds).';
   end if;
+  -- Engine-owned columns: only the engine's own functions (running as the owner of
+  -- pgrun.jobs) set them; a caller's INSERT sets its own fields and no others.
+  -- Column privileges refuse most for pgrun_enqueuer already; this holds for any
+  -- grant. Children are attached only by defer_job, for the worker holding the parent.
+  if not pgrun.is_engine() then
+    if new.parent_id is not null then
+      raise exception 'a job cannot be attached to parent % by an insert', new.parent_id
+        using errcode = '42501',
+              hint = 'Children are attached by pgrun.defer_job, called by the worker that holds the parent.';
+    end if;
+    if coalesce(new.status, 'queued') <> 'queued' or new.run_id is not null or new.node is not null
+       or new.dispatched_at is not null or coalesce(new.children_failed, 0) <> 0
+       or coalesce(new.deps_remaining, 0) <> 0 or new.failure_ratio is not null
+       or coalesce(cardinality(new.child_errors), 0) <> 0 then
+      raise exception 'an insert may set only the caller''s fields of a job'
+        using errcode = '42501',
+              hint = 'Set kind, args, queue, priority, run_at, max_attempts, unique_key, model, model_required, timeout, meta, concurrency_key; the engine sets the rest.';
+    end if;
+  end if;
   new.status := coalesce(new.status, 'queued');
   if new.status not in ('queued', 'pending', 'waiting') then
     raise exception 'a new job cannot start in status %', new.status
@@ -116,7 +135,35 @@ create trigger jobs_after_insert
   referencing new table as new_rows
   for each statement execute function pgrun.jobs_after_insert();
 
--- enqueue_job inserts one job and returns it. run_at NULL means now; max_attempts and
+-- replace_queued gives the queued job holding unique_key new args, priority and run_at
+-- (run_at NULL keeps it) and records job.replaced; it returns the job, or NULL if no
+-- queued job holds the key. It is enqueue_job's on_conflict => 'replace', which runs
+-- with the caller's privileges; this part runs as the engine.
+create or replace function pgrun.replace_queued(unique_key text, args jsonb, priority integer, run_at timestamptz)
+returns pgrun.jobs
+language plpgsql
+set search_path = pgrun, pg_catalog
+as $$
+#variable_conflict use_column
+declare
+  j pgrun.jobs;
+begin
+  perform pgrun.check_json_size('args', args);
+  update pgrun.jobs x
+  set args = coalesce(replace_queued.args, '{}'), priority = coalesce(replace_queued.priority, 0),
+      run_at = coalesce(replace_queued.run_at, x.run_at)
+  where x.unique_key = replace_queued.unique_key and x.status = 'queued'
+  returning x.* into j;
+  if found then
+    perform pgrun.add_event(j.id, 'job.replaced', 'info', 'a duplicate enqueue replaced the args',
+      jsonb_build_object('unique_key', j.unique_key));
+  end if;
+  return j;
+end;
+$$;
+
+-- enqueue_job inserts one job and returns it. It runs with the caller's privileges
+-- (pgrun_enqueuer inserts its own fields; the insert trigger refuses the rest). run_at NULL means now; max_attempts and
 -- timeout NULL mean the queue's defaults (then 25 attempts, no timeout).
 --
 -- Deduplication by unique_key: while an active (pending, queued, running, waiting)
@@ -181,14 +228,8 @@ begin
       return j;
     end if;
     if on_conflict = 'replace' then
-      update pgrun.jobs x
-      set args = coalesce(enqueue_job.args, '{}'), priority = coalesce(enqueue_job.priority, 0),
-          run_at = coalesce(enqueue_job.run_at, x.run_at)
-      where x.unique_key = enqueue_job.unique_key and x.status = 'queued'
-      returning x.* into j;
-      if found then
-        perform pgrun.add_event(j.id, 'job.replaced', 'info', 'a duplicate enqueue replaced the args',
-          jsonb_build_object('unique_key', j.unique_key));
+      j := pgrun.replace_queued(enqueue_job.unique_key, enqueue_job.args, enqueue_job.priority, enqueue_job.run_at);
+      if j.id is not null then
         return j;
       end if;
     end if;

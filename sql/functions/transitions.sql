@@ -9,11 +9,15 @@
 -- nothing; the ids that did finish are returned. results may be NULL (no results).
 -- A result over max_json_bytes() does not fail the batch: that job alone fails for
 -- good with class bad_result (its id is returned too, since it did finish), and the
--- others succeed.
+-- others succeed. worker is the id the jobs were claimed with: a job claimed by
+-- another worker is skipped like a stale one (check_reporter: only the engine's owner
+-- may leave it NULL).
+drop function if exists pgrun.complete_jobs(bigint[], integer[], jsonb[]);
 create or replace function pgrun.complete_jobs(
   ids       bigint[],
   attempts  integer[],
-  results   jsonb[] default null
+  results   jsonb[] default null,
+  worker    text default null
 )
 returns setof bigint
 language plpgsql
@@ -22,6 +26,7 @@ as $$
 declare
   v_limit integer := pgrun.max_json_bytes();
 begin
+  perform pgrun.check_reporter(worker);
   if cardinality(ids) is distinct from cardinality(attempts)
      or (results is not null and cardinality(results) <> cardinality(ids)) then
     raise exception 'complete_jobs got % ids, % attempts and % results',
@@ -43,6 +48,7 @@ begin
   -- with 300k running rows of dead workers not yet reaped); this way ids go by
   -- primary key whatever the statistics say.
   where j.id = r.id and j.attempt = r.attempt and j.status::text = 'running'
+    and (worker is null or j.claimed_by = worker)
     and (r.result is null or pg_column_size(r.result) <= v_limit)
   returning j.id;
   if results is not null then
@@ -52,7 +58,7 @@ begin
          lateral pgrun.fail_job(r.id, r.attempt,
            jsonb_build_object('class', 'bad_result',
              'message', format('result is %s bytes, over the limit of %s bytes', pg_column_size(r.result), v_limit)),
-           false) f
+           false, worker) f
     where pg_column_size(r.result) > v_limit and f.id is not null;
   end if;
 end;
@@ -60,12 +66,14 @@ $$;
 
 -- complete_job is the one-job form of complete_jobs, for simple workers: it returns
 -- true if (id, attempt) was running and is now finished.
-create or replace function pgrun.complete_job(id bigint, attempt integer, result jsonb default null)
+drop function if exists pgrun.complete_job(bigint, integer, jsonb);
+create or replace function pgrun.complete_job(id bigint, attempt integer, result jsonb default null,
+                                              worker text default null)
 returns boolean
 language sql
 set search_path = pgrun, pg_catalog
 as $$
-  select exists (select 1 from pgrun.complete_jobs(array[id], array[attempt], array[result]))
+  select exists (select 1 from pgrun.complete_jobs(array[id], array[attempt], array[result], worker))
 $$;
 
 -- error_class_permanent reports whether a failure of class is never worth retrying,
@@ -91,12 +99,15 @@ $$;
 -- default) leaves the decision to the class. An error over max_json_bytes() is
 -- stored cut down (class, the first 8 KB of the message and 32 KB of the stack,
 -- "truncated": true) rather than refused, so a failure can always be recorded.
--- Returns the job, or NULL if (id, attempt) is not running.
+-- worker is the id the job was claimed with (see complete_jobs). Returns the job, or
+-- NULL if (id, attempt) is not running under that worker.
+drop function if exists pgrun.fail_job(bigint, integer, jsonb, boolean);
 create or replace function pgrun.fail_job(
   id         bigint,
   attempt    integer,
   error      jsonb,
-  retryable  boolean default null
+  retryable  boolean default null,
+  worker     text default null
 )
 returns pgrun.jobs
 language plpgsql
@@ -133,6 +144,7 @@ begin
       error = fail_job.error || jsonb_build_object('attempt', j.attempt, 'at', v_now),
       lease_expires_at = null
   where j.id = fail_job.id and j.attempt = fail_job.attempt and j.status = 'running'
+    and (fail_job.worker is null or j.claimed_by = fail_job.worker)
   returning j.* into j;
   if not found then
     return null;
@@ -150,12 +162,14 @@ $$;
 -- put_back returns a running job to its queue, due after delay, without spending an
 -- attempt, and records event with reason. It is the shared body of retry_later and
 -- requeue_job. Returns the job, or NULL if (id, attempt) is not running.
+drop function if exists pgrun.put_back(bigint, integer, interval, text, text);
 create or replace function pgrun.put_back(
   id       bigint,
   attempt  integer,
   delay    interval,
   event    text,
-  reason   text
+  reason   text,
+  worker   text default null
 )
 returns pgrun.jobs
 language plpgsql
@@ -175,6 +189,7 @@ begin
   update pgrun.jobs j
   set status = 'queued', run_at = pgrun.clock() + delay, lease_expires_at = null
   where j.id = put_back.id and j.attempt = put_back.attempt and j.status = 'running'
+    and (put_back.worker is null or j.claimed_by = put_back.worker)
   returning j.* into j;
   if not found then
     return null;
@@ -191,32 +206,42 @@ $$;
 -- retry_later puts a running job back in the queue to run after delay, without
 -- spending an attempt (the handler asked to be run later: a rate limit, a busy GPU).
 -- Returns the job, or NULL if (id, attempt) is not running.
+drop function if exists pgrun.retry_later(bigint, integer, interval, text);
 create or replace function pgrun.retry_later(
   id       bigint,
   attempt  integer,
   delay    interval,
-  reason   text default null
+  reason   text default null,
+  worker   text default null
 )
 returns pgrun.jobs
-language sql
+language plpgsql
 set search_path = pgrun, pg_catalog
 as $$
-  select pgrun.put_back(id, attempt, delay, 'job.retry_later', reason)
+begin
+  perform pgrun.check_reporter(worker);
+  return pgrun.put_back(id, attempt, delay, 'job.retry_later', reason, worker);
+end;
 $$;
 
 -- requeue_job puts a running job back in the queue to run now, without spending an
 -- attempt: the runner shutting down, or an operator turning a worker off. Returns the
 -- job, or NULL if (id, attempt) is not running.
+drop function if exists pgrun.requeue_job(bigint, integer, text);
 create or replace function pgrun.requeue_job(
   id       bigint,
   attempt  integer,
-  reason   text default null
+  reason   text default null,
+  worker   text default null
 )
 returns pgrun.jobs
-language sql
+language plpgsql
 set search_path = pgrun, pg_catalog
 as $$
-  select pgrun.put_back(id, attempt, interval '0', 'job.requeued', reason)
+begin
+  perform pgrun.check_reporter(worker);
+  return pgrun.put_back(id, attempt, interval '0', 'job.requeued', reason, worker);
+end;
 $$;
 
 -- cancel_job cancels a job that has not finished, and its unfinished descendants. A

@@ -1,0 +1,132 @@
+package pgrun
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// DefaultRolePrefix names the roles Migrate grants: pgrun_enqueuer, pgrun_worker and
+// pgrun_admin.
+const DefaultRolePrefix = "pgrun_"
+
+// MigrateOptions configures the roles [MigrateWith] installs. The zero value creates
+// (if missing) and grants pgrun_enqueuer, pgrun_worker and pgrun_admin: NOLOGIN
+// roles that carry the privileges, for login roles to be granted membership of (see
+// docs/security.md).
+type MigrateOptions struct {
+	// RolePrefix replaces "pgrun_" in the role names, for several installations or
+	// naming rules on one server.
+	RolePrefix string
+	// NoCreateRoles leaves role creation to a DBA, for managed databases where the
+	// migrating role may not CREATE ROLE: roles that exist are granted; if any is
+	// missing, nothing is granted and [GrantsSQL] gives the statements to run.
+	NoCreateRoles bool
+}
+
+// Roles are the names of the three roles.
+type Roles struct {
+	Enqueuer, Worker, Admin string
+}
+
+// roles returns the role names opts describes.
+func (opts MigrateOptions) roles() Roles {
+	p := opts.RolePrefix
+	if p == "" {
+		p = DefaultRolePrefix
+	}
+	return Roles{Enqueuer: p + "enqueuer", Worker: p + "worker", Admin: p + "admin"}
+}
+
+// RolesFor returns the role names for prefix ("" for the default).
+func RolesFor(prefix string) Roles { return MigrateOptions{RolePrefix: prefix}.roles() }
+
+// ensureRoles creates the missing roles when create is set (and the migrating role
+// may), and reports whether all three exist, so that they can be granted.
+func ensureRoles(ctx context.Context, tx *sql.Tx, r Roles, create bool) (bool, error) {
+	names := []string{r.Enqueuer, r.Worker, r.Admin}
+	var missing []string
+	for _, n := range names {
+		if len(n) > 63 {
+			return false, fmt.Errorf("pgrun: role name %q is longer than 63 bytes", n)
+		}
+		var exists bool
+		if err := tx.QueryRowContext(ctx, `select exists (select 1 from pg_roles where rolname = $1)`, n).Scan(&exists); err != nil {
+			return false, fmt.Errorf("pgrun: look up role %s: %w", n, err)
+		}
+		if !exists {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) == 0 {
+		return true, nil
+	}
+	if !create {
+		return false, nil
+	}
+	var may bool
+	if err := tx.QueryRowContext(ctx, `select rolcreaterole or rolsuper from pg_roles where rolname = current_user`).Scan(&may); err != nil {
+		return false, fmt.Errorf("pgrun: check CREATEROLE: %w", err)
+	}
+	if !may {
+		return false, fmt.Errorf("pgrun: roles %s do not exist and this role may not create them: have a DBA run the statements of `runner migrate grants`, or migrate with NoCreateRoles (--no-create-roles)",
+			strings.Join(missing, ", "))
+	}
+	for _, n := range missing {
+		// Another Migrate may create the role at the same moment: its duplicate is fine,
+		// in a savepoint so that the transaction goes on.
+		if _, err := tx.ExecContext(ctx, `savepoint create_role`); err != nil {
+			return false, err
+		}
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf(`create role %s nologin`, quoteIdent(n))); err != nil {
+			if !isSQLState(err, "42710") {
+				return false, fmt.Errorf("pgrun: create role %s: %w", n, err)
+			}
+			if _, err := tx.ExecContext(ctx, `rollback to savepoint create_role`); err != nil {
+				return false, err
+			}
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, `release savepoint create_role`); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// GrantsSQL returns, one per line, the statements that create the roles for prefix
+// ("" for the default) and grant them their privileges on an installed schema, for
+// a DBA to run where the migrating role may not.
+func GrantsSQL(ctx context.Context, pool *pgxpool.Pool, prefix string) (string, error) {
+	r := RolesFor(prefix)
+	var b strings.Builder
+	for _, n := range []string{r.Enqueuer, r.Worker, r.Admin} {
+		fmt.Fprintf(&b, "do $$ begin create role %s nologin; exception when duplicate_object then null; end $$;\n", quoteIdent(n))
+	}
+	rows, err := pool.Query(ctx, `select pgrun.role_grants($1, $2, $3)`, r.Enqueuer, r.Worker, r.Admin)
+	if err != nil {
+		return "", fmt.Errorf("pgrun: grants: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var stmt string
+		if err := rows.Scan(&stmt); err != nil {
+			return "", err
+		}
+		b.WriteString(stmt + ";\n")
+	}
+	return b.String(), rows.Err()
+}
+
+// quoteIdent quotes a role name for SQL.
+func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+// isSQLState reports whether err carries SQLSTATE code.
+func isSQLState(err error, code string) bool {
+	var pe interface{ SQLState() string }
+	return errors.As(err, &pe) && pe.SQLState() == code
+}

@@ -1,0 +1,123 @@
+-- privileges.sql: who may call what. Applied after every other file (migrate.go ranks
+-- it last). PUBLIC gets nothing in schema pgrun; three roles get what they need:
+--   enqueuer  enqueue (functions and a plain INSERT of its own fields), start runs,
+--             submit input, read jobs, runs and the views
+--   worker    claim, report outcomes, renew leases, heartbeat, progress and events
+--   admin     queues, schedules, worker control, cancel, retry, workflows, maintain,
+--             and read everything
+-- Functions a role calls that write what the role may not write directly run as
+-- the engine (SECURITY DEFINER, search_path pinned with pg_temp last, no SQL built
+-- from caller strings); enqueue_job, enqueue_jobs and the insert trigger run as the
+-- caller, so the caller's own privileges (and row-level security) apply to them.
+
+-- definer_functions lists the functions that run as the engine: everything a role is
+-- granted except the invoker-rights enqueue path, plus the insert trigger's writer.
+create or replace function pgrun.definer_functions()
+returns text[]
+language sql
+immutable
+set search_path = pgrun, pg_catalog
+as $$
+  select array[
+    -- worker
+    'claim_jobs', 'renew_leases', 'complete_jobs', 'complete_job', 'fail_job', 'retry_later',
+    'requeue_job', 'defer_job', 'set_progress', 'beat', 'emit', 'worker_heartbeat', 'record_hw',
+    -- enqueuer
+    'start_run', 'submit_input', 'replace_queued', 'jobs_after_insert', 'job_timeline',
+    -- admin
+    'cancel_job', 'retry_job', 'retry_jobs', 'cancel_run', 'retry_run', 'define_workflow',
+    'pause_queue', 'resume_queue', 'set_queue', 'set_schedule', 'drop_schedule', 'pause_schedule',
+    'resume_schedule', 'set_worker_control', 'worker_modes', 'maintain', 'take_maintenance',
+    'reap_expired_leases', 'fail_overdue', 'flag_dead_workers', 'forget_workers', 'prune_history',
+    'drain_outbox', 'fire_schedules', 'dispatch']
+$$;
+
+do $$
+declare
+  f regprocedure;
+begin
+  for f in
+    select p.oid::regprocedure from pg_proc p
+    where p.pronamespace = 'pgrun'::regnamespace and p.proname = any (pgrun.definer_functions())
+  loop
+    -- f is a regprocedure from the catalog (quoted by its output function), never a
+    -- caller's string.
+    execute format('alter function %s security definer set search_path = pgrun, pg_catalog, pg_temp', f);
+  end loop;
+end;
+$$;
+
+-- role_grants returns the statements that give the three roles their privileges, in
+-- order. Migrate runs them (grant_roles); `runner migrate grants` prints them for a
+-- DBA where the migrating role may not grant.
+create or replace function pgrun.role_grants(enqueuer name, worker name, admin name)
+returns setof text
+language plpgsql
+stable
+set search_path = pgrun, pg_catalog
+as $$
+declare
+  f text;
+begin
+  return next format('grant usage on schema pgrun to %I, %I, %I', enqueuer, worker, admin);
+  return next format('grant select on pgrun.function_ledger, pgrun.settings, pgrun.queues to %I, %I, %I',
+                     enqueuer, worker, admin);
+  -- Functions the views call (a view checks function privileges as its reader).
+  return query select format('grant execute on function %s to %I, %I, %I', p.oid::regprocedure, enqueuer, worker, admin)
+               from pg_proc p where p.pronamespace = 'pgrun'::regnamespace and p.proname = 'worker_alive';
+  -- enqueuer: its own fields of a job, and reading.
+  return next format('grant insert (kind, args, queue, priority, run_at, max_attempts, unique_key, parent_id, '
+                     'model, model_required, timeout, meta, concurrency_key) on pgrun.jobs to %I', enqueuer);
+  return next format('grant select on pgrun.jobs, pgrun.job_events, pgrun.runs, pgrun.run_inputs, pgrun.workflows, '
+                     'pgrun.schedules, pgrun.queue_stats, pgrun.active_jobs, pgrun.run_status to %I', enqueuer);
+  foreach f in array array['enqueue_job', 'enqueue_jobs', 'start_run', 'submit_input', 'replace_queued',
+                           'job_timeline', 'clock', 'check_kind', 'check_queue_name', 'check_json_size',
+                           'check_key', 'check_positive_interval', 'default_timeout', 'max_json_bytes',
+                           'max_key_bytes', 'max_children', 'is_engine', 'job_not_found'] loop
+    return query select format('grant execute on function %s to %I', p.oid::regprocedure, enqueuer)
+                 from pg_proc p where p.pronamespace = 'pgrun'::regnamespace and p.proname = f;
+  end loop;
+  -- worker: the calls of a worker's loop, and reading the jobs it runs.
+  return next format('grant select on pgrun.jobs to %I', worker);
+  foreach f in array array['claim_jobs', 'renew_leases', 'complete_jobs', 'complete_job', 'fail_job',
+                           'retry_later', 'requeue_job', 'defer_job', 'set_progress', 'beat', 'emit',
+                           'worker_heartbeat', 'record_hw', 'worker_modes', 'error_class_permanent',
+                           'clock'] loop
+    return query select format('grant execute on function %s to %I', p.oid::regprocedure, worker)
+                 from pg_proc p where p.pronamespace = 'pgrun'::regnamespace and p.proname = f;
+  end loop;
+  -- admin: operations, and reading everything.
+  return next format('grant select on all tables in schema pgrun to %I', admin);
+  foreach f in array array['cancel_job', 'retry_job', 'retry_jobs', 'cancel_run', 'retry_run',
+                           'define_workflow', 'pause_queue', 'resume_queue', 'set_queue', 'set_schedule',
+                           'drop_schedule', 'pause_schedule', 'resume_schedule', 'set_worker_control',
+                           'worker_modes', 'maintain', 'take_maintenance', 'reap_expired_leases',
+                           'fail_overdue', 'flag_dead_workers', 'forget_workers', 'prune_history',
+                           'drain_outbox', 'fire_schedules', 'job_timeline', 'cron_next', 'clock'] loop
+    return query select format('grant execute on function %s to %I', p.oid::regprocedure, admin)
+                 from pg_proc p where p.pronamespace = 'pgrun'::regnamespace and p.proname = f;
+  end loop;
+end;
+$$;
+
+-- grant_roles runs role_grants(enqueuer, worker, admin). Returns how many statements ran.
+create or replace function pgrun.grant_roles(enqueuer name, worker name, admin name)
+returns integer
+language plpgsql
+set search_path = pgrun, pg_catalog
+as $$
+declare
+  stmt text;
+  n    integer := 0;
+begin
+  for stmt in select * from pgrun.role_grants(enqueuer, worker, admin) loop
+    execute stmt; -- built by role_grants with %I and regprocedure, never from caller text
+    n := n + 1;
+  end loop;
+  return n;
+end;
+$$;
+-- Last, so that it covers every function above too.
+revoke all on schema pgrun from public;
+revoke execute on all functions in schema pgrun from public;
+alter default privileges in schema pgrun revoke execute on functions from public;

@@ -1,0 +1,362 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/testdb"
+	"github.com/pgrun/pgrun/runner"
+)
+
+// asRole creates a login role that is a member of member (none: CONNECT only) and
+// returns a pool on the test's database connected as it. The role is dropped when
+// the test ends.
+func asRole(t *testing.T, b *bundle, member string) *pgxpool.Pool {
+	t.Helper()
+	name := fmt.Sprintf("t_%s_%04x", strings.TrimPrefix(member, "pgrun_"), rand.N(1<<16))
+	if member == "" {
+		name = fmt.Sprintf("t_connect_%04x", rand.N(1<<16))
+	}
+	testURL, err := url.Parse(b.url)
+	require.NoError(t, err)
+	admin, err := url.Parse(testdb.ServerURL())
+	require.NoError(t, err)
+	admin.Path = testURL.Path // the test's database, as the server's admin
+	db, err := sql.Open("pgx", admin.String())
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	stmt := fmt.Sprintf(`create role %q login`, name)
+	if member != "" {
+		stmt += fmt.Sprintf(` in role %q`, member)
+	}
+	_, err = db.Exec(stmt)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, _ = db.Exec(fmt.Sprintf(`drop owned by %q`, name))
+		_, _ = db.Exec(fmt.Sprintf(`drop role %q`, name))
+	})
+	as := *testURL
+	as.User = url.User(name)
+	return testdb.PoolFor(t, as.String())
+}
+
+// denied asserts that sql fails for lack of privilege and changed nothing.
+func denied(t *testing.T, b *bundle, p *pgxpool.Pool, sql string, args ...any) {
+	t.Helper()
+	before := kitCounts(t, b.pool)
+	_, err := p.Exec(b.ctx, sql, args...)
+	require.Error(t, err, sql)
+	require.Equal(t, "42501", sqlState(err), "%s: %v", sql, err)
+	require.Equal(t, before, kitCounts(t, b.pool), sql)
+}
+
+// allowed asserts that sql runs.
+func allowed(t *testing.T, b *bundle, p *pgxpool.Pool, sql string, args ...any) {
+	t.Helper()
+	_, err := p.Exec(b.ctx, sql, args...)
+	require.NoError(t, err, sql)
+}
+
+// runningJob enqueues a noop job and claims it for worker, as the test's owner.
+func runningJob(t *testing.T, b *bundle, worker string) kitClaim {
+	t.Helper()
+	_, err := b.pool.Exec(b.ctx, `select pgrun.enqueue_job('noop', queue => 'roles')`)
+	require.NoError(t, err)
+	c := kitClaimN(t, b.pool, "roles", worker, 1, "30 seconds")
+	require.Len(t, c, 1)
+	return c[0]
+}
+
+// pgrun_enqueuer enqueues (functions and a plain INSERT of its own fields), starts
+// runs and reads; it cannot claim, report, operate, forge engine-owned columns or
+// attach children.
+func TestEnqueuerRole(t *testing.T) {
+	b := setup(t)
+	defineWorkflow(t, b, "roles_wf", `{"nodes": [{"name": "a", "kind": "noop"}]}`)
+	p := asRole(t, b, "pgrun_enqueuer")
+	allowed(t, b, p, `select pgrun.enqueue_job('noop', '{"w": 1}', queue => 'roles', unique_key => 'k1', concurrency_key => 'c')`)
+	allowed(t, b, p, `select pgrun.enqueue_job('noop', '{"w": 2}', queue => 'roles', unique_key => 'k1', on_conflict => 'replace')`)
+	allowed(t, b, p, `select pgrun.enqueue_jobs('[{"kind": "noop"}, {"kind": "echo", "queue": "roles"}]')`)
+	allowed(t, b, p, `insert into pgrun.jobs (kind, args, queue, priority, run_at, max_attempts, unique_key, model, timeout, meta, concurrency_key)
+		values ('noop', '{}', 'roles', 3, now(), 2, 'k2', 'm', '1 minute', '{}', 'c')`)
+	allowed(t, b, p, `select pgrun.start_run('roles_wf')`)
+	allowed(t, b, p, `select * from pgrun.queue_stats`)
+	allowed(t, b, p, `select id, status from pgrun.jobs`)
+	job, err := pgrun.Enqueue(b.ctx, p, "noop", map[string]int{"n": 1}, pgrun.Queue("roles"))
+	require.NoError(t, err, "the Go client works as an enqueuer")
+	require.Equal(t, pgrun.StatusQueued, job.Status)
+
+	c := runningJob(t, b, "w1")
+	denied(t, b, p, `select pgrun.claim_jobs('roles', 'intruder', 10)`)
+	denied(t, b, p, `select pgrun.complete_jobs(array[$1::bigint], array[$2::int])`, c.id, c.attempt)
+	denied(t, b, p, `select pgrun.cancel_job($1)`, c.id)
+	denied(t, b, p, `select pgrun.maintain()`)
+	denied(t, b, p, `select pgrun.set_queue('roles', max_running => 0)`)
+	denied(t, b, p, `update pgrun.jobs set status = 'succeeded' where id = $1`, c.id)
+	denied(t, b, p, `delete from pgrun.jobs where id = $1`, c.id)
+	denied(t, b, p, `select * from pgrun.maintenance_leader for update`)
+	denied(t, b, p, `insert into pgrun.settings (name, value) values ('test_clock', 'true')`)
+	// Forged engine-owned columns and children attached to someone's parent.
+	for _, col := range []string{"status", "attempt", "dispatched_at", "children_failed", "run_id", "node", "claimed_by"} {
+		val := map[string]string{"status": "'running'", "attempt": "3", "dispatched_at": "now()", "children_failed": "1",
+			"run_id": "1", "node": "'a'", "claimed_by": "'w'"}[col]
+		denied(t, b, p, fmt.Sprintf(`insert into pgrun.jobs (kind, %s) values ('noop', %s)`, col, val))
+	}
+	denied(t, b, p, `insert into pgrun.jobs (kind, parent_id) values ('noop', $1)`, c.id)
+	denied(t, b, p, `select pgrun.enqueue_job('noop', parent_id => $1)`, c.id)
+	denied(t, b, p, `select pgrun.enqueue_jobs(jsonb_build_array(jsonb_build_object('kind', 'noop', 'parent_id', $1::bigint)))`, c.id)
+}
+
+// pgrun_worker claims, reports on the jobs it holds, renews, heartbeats and reports
+// progress; it cannot enqueue, operate, report without naming itself, or report on
+// a job another worker holds.
+func TestWorkerRole(t *testing.T) {
+	b := setup(t)
+	p := asRole(t, b, "pgrun_worker")
+	_, err := b.pool.Exec(b.ctx, `select pgrun.enqueue_job('noop', queue => 'roles') from generate_series(1, 3)`)
+	require.NoError(t, err)
+	var id int64
+	var attempt int
+	require.NoError(t, p.QueryRow(b.ctx, `select id, attempt from pgrun.claim_jobs('roles', 'w-mine', 1, kinds => array['noop'])`).Scan(&id, &attempt))
+	allowed(t, b, p, `select pgrun.worker_heartbeat('w-mine', 'h', 1, array['roles'], kinds => array['noop'])`)
+	allowed(t, b, p, `select pgrun.renew_leases('w-mine', array[$1::bigint])`, id)
+	allowed(t, b, p, `select pgrun.set_progress($1, 1, 2)`, id)
+	allowed(t, b, p, `select pgrun.emit($1, 'note')`, id)
+	denied(t, b, p, `select pgrun.complete_jobs(array[$1::bigint], array[$2::int])`, id, attempt)
+
+	other := runningJob(t, b, "w-other")
+	var n int
+	require.NoError(t, p.QueryRow(b.ctx, `select count(*) from pgrun.complete_jobs(array[$1::bigint], array[$2::int], null, 'w-mine')`,
+		other.id, other.attempt).Scan(&n))
+	require.Zero(t, n, "a job another worker holds")
+	require.Equal(t, pgrun.StatusRunning, jobStatus(t, b, other.id))
+	var failed *int64
+	require.NoError(t, p.QueryRow(b.ctx, `select (pgrun.fail_job($1, $2, '{"message": "x"}', false, 'w-mine')).id`, other.id, other.attempt).Scan(&failed))
+	require.Nil(t, failed)
+	require.Equal(t, pgrun.StatusRunning, jobStatus(t, b, other.id))
+
+	require.NoError(t, p.QueryRow(b.ctx, `select count(*) from pgrun.complete_jobs(array[$1::bigint], array[$2::int], null, 'w-mine')`,
+		id, attempt).Scan(&n))
+	require.Equal(t, 1, n)
+	require.Equal(t, pgrun.StatusSucceeded, jobStatus(t, b, id))
+
+	denied(t, b, p, `select pgrun.enqueue_job('noop')`)
+	denied(t, b, p, `insert into pgrun.jobs (kind) values ('noop')`)
+	denied(t, b, p, `select pgrun.cancel_job($1)`, other.id)
+	denied(t, b, p, `select pgrun.maintain()`)
+	denied(t, b, p, `select pgrun.set_worker_control('h', '*', 'off')`)
+	denied(t, b, p, `update pgrun.jobs set status = 'queued' where id = $1`, other.id)
+}
+
+// pgrun_admin operates: queues, schedules, worker control, cancel, retry, maintain;
+// it does not run jobs.
+func TestAdminRole(t *testing.T) {
+	b := setup(t)
+	p := asRole(t, b, "pgrun_admin")
+	c := runningJob(t, b, "w1")
+	allowed(t, b, p, `select pgrun.set_queue('roles', max_running => 5)`)
+	allowed(t, b, p, `select pgrun.pause_queue('roles')`)
+	allowed(t, b, p, `select pgrun.resume_queue('roles')`)
+	allowed(t, b, p, `select pgrun.set_schedule('nightly', '0 3 * * *', 'noop')`)
+	allowed(t, b, p, `select pgrun.pause_schedule('nightly')`)
+	allowed(t, b, p, `select pgrun.set_worker_control('h', '*', 'drain')`)
+	allowed(t, b, p, `select pgrun.maintain(leader => 'admin-1')`)
+	allowed(t, b, p, `select pgrun.cancel_job($1)`, c.id)
+	allowed(t, b, p, `select pgrun.retry_job($1)`, c.id)
+	allowed(t, b, p, `select * from pgrun.worker_status`)
+	allowed(t, b, p, `select * from pgrun.job_timeline($1)`, c.id)
+	denied(t, b, p, `select pgrun.claim_jobs('roles', 'admin', 1)`)
+	denied(t, b, p, `insert into pgrun.jobs (kind) values ('noop')`)
+	denied(t, b, p, `delete from pgrun.jobs`)
+}
+
+// A role with CONNECT only can do nothing in schema pgrun.
+func TestConnectOnlyRoleGetsNothing(t *testing.T) {
+	b := setup(t)
+	p := asRole(t, b, "")
+	c := runningJob(t, b, "w1")
+	for _, q := range []string{
+		`select pgrun.enqueue_job('noop')`,
+		`select pgrun.claim_jobs('roles', 'x', 1)`,
+		`select pgrun.maintain()`,
+		`select pgrun.clock()`,
+		`select * from pgrun.jobs`,
+		`select * from pgrun.queue_stats`,
+		`insert into pgrun.jobs (kind) values ('noop')`,
+	} {
+		denied(t, b, p, q)
+	}
+	denied(t, b, p, `select pgrun.cancel_job($1)`, c.id)
+}
+
+// PUBLIC has no privilege on any pgrun function, and every SECURITY DEFINER function
+// pins its search_path with pg_temp last and builds no SQL from caller strings.
+func TestSecurityDefinerFunctionsArePinned(t *testing.T) {
+	b := setup(t)
+	var public []string
+	rows, err := b.pool.Query(b.ctx, `select p.oid::regprocedure::text from pg_proc p, aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
+		where p.pronamespace = 'pgrun'::regnamespace and a.grantee = 0`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var f string
+		require.NoError(t, rows.Scan(&f))
+		public = append(public, f)
+	}
+	require.NoError(t, rows.Err())
+	require.Empty(t, public, "functions PUBLIC may execute")
+
+	rows, err = b.pool.Query(b.ctx, `select p.oid::regprocedure::text, coalesce(array_to_string(p.proconfig, ';'), ''), p.prosrc
+		from pg_proc p where p.pronamespace = 'pgrun'::regnamespace and p.prosecdef`)
+	require.NoError(t, err)
+	n := 0
+	for rows.Next() {
+		var f, config, src string
+		require.NoError(t, rows.Scan(&f, &config, &src))
+		n++
+		require.Equal(t, "search_path=pgrun, pg_catalog, pg_temp", config, f)
+		require.NotRegexp(t, `(?i)\bexecute\s+[^f\s]`, src, "%s builds SQL", f)
+		require.NotContains(t, strings.ToLower(src), "execute format", "%s builds SQL", f)
+	}
+	require.NoError(t, rows.Err())
+	require.Greater(t, n, 30, "the role API runs as the engine")
+}
+
+// The clock seam is closed by default: a session's SET pgrun.now changes nothing
+// unless an administrator enabled the test clock in pgrun.settings, which callers
+// cannot write.
+func TestClockSeamIsClosedToCallers(t *testing.T) {
+	b := setup(t)
+	_, err := b.pool.Exec(b.ctx, `delete from pgrun.settings where name = 'test_clock'`)
+	require.NoError(t, err)
+	for _, role := range []string{"pgrun_enqueuer", "pgrun_worker"} {
+		p := asRole(t, b, role)
+		conn, err := p.Acquire(b.ctx)
+		require.NoError(t, err)
+		_, err = conn.Exec(b.ctx, `set pgrun.now = '2099-01-01 00:00Z'`)
+		require.NoError(t, err)
+		var drift time.Duration
+		require.NoError(t, conn.QueryRow(b.ctx, `select extract(epoch from pgrun.clock() - now()) * interval '1 second'`).Scan(&drift))
+		require.Zero(t, drift, role)
+		conn.Release()
+	}
+	// A worker cannot claim a job due in a month by moving its clock.
+	_, err = b.pool.Exec(b.ctx, `select pgrun.enqueue_job('noop', queue => 'later', run_at => now() + interval '30 days')`)
+	require.NoError(t, err)
+	p := asRole(t, b, "pgrun_worker")
+	conn, err := p.Acquire(b.ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(b.ctx, `set pgrun.now = '2099-01-01 00:00Z'`)
+	require.NoError(t, err)
+	var got int
+	require.NoError(t, conn.QueryRow(context.Background(), `select count(*) from pgrun.claim_jobs('later', 'w', 1)`).Scan(&got))
+	require.Zero(t, got)
+}
+
+// A notification is a hint, never an authority: a role with CONNECT only can NOTIFY
+// pgrun_cancel, and the runner ignores it because the database shows the job still
+// running under its claim. A real cancel sent after the forged one proves the
+// forged one was read (notifications arrive in order).
+func TestForgedCancelIsIgnored(t *testing.T) {
+	b := setup(t)
+	stopped := make(chan int64, 4)
+	r := newRunner(b.pool, runner.Config{Queues: map[string]runner.QueueConfig{"roles": {Workers: 4}}, MaintenanceInterval: -1})
+	runner.Handle(r, "hold", func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
+		<-ctx.Done()
+		stopped <- j.ID
+		return nil, ctx.Err()
+	})
+	startRunner(t, r)
+	victim, err := pgrun.Enqueue(b.ctx, b.pool, "hold", nil, pgrun.Queue("roles"))
+	require.NoError(t, err)
+	witness, err := pgrun.Enqueue(b.ctx, b.pool, "hold", nil, pgrun.Queue("roles"))
+	require.NoError(t, err)
+	eventually(t, 10*time.Second, "both running", func() bool {
+		return jobStatus(t, b, victim.ID) == pgrun.StatusRunning && jobStatus(t, b, witness.ID) == pgrun.StatusRunning
+	})
+	p := asRole(t, b, "")
+	for _, payload := range []string{fmt.Sprintf("%d:1", victim.ID), fmt.Sprint(victim.ID)} {
+		_, err = p.Exec(b.ctx, `select pg_notify('pgrun_cancel', $1)`, payload)
+		require.NoError(t, err, "NOTIFY needs no privilege: the runner must not trust it")
+	}
+	_, err = b.pool.Exec(b.ctx, `select pgrun.cancel_job($1, 'real')`, witness.ID)
+	require.NoError(t, err)
+	select {
+	case id := <-stopped:
+		require.Equal(t, witness.ID, id, "the forged cancel stopped a job")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the real cancel did not reach the runner")
+	}
+	require.Equal(t, pgrun.StatusRunning, jobStatus(t, b, victim.ID))
+	require.Empty(t, stopped)
+}
+
+// Channel payloads carry no job args, and the runner logs no args at info.
+func TestNoArgsInPayloadsOrInfoLogs(t *testing.T) {
+	b := setup(t)
+	const secret = "s3cr3t-payload-xyz"
+	var logs safeBuffer
+	r := newRunner(b.pool, runner.Config{
+		Logger:            slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		TelemetryInterval: 50 * time.Millisecond,
+	})
+	runner.Handle(r, "leaky", func(ctx context.Context, j *runner.Job[map[string]string]) (any, error) {
+		return nil, fmt.Errorf("failed on purpose")
+	})
+	conns := map[string]*pgx.Conn{}
+	for _, ch := range []string{"pgrun_jobs", "pgrun_cancel", "pgrun_control", "pgrun_hw"} {
+		conns[ch] = kitListen(t, b, ch)
+	}
+	startRunner(t, r)
+	job, err := pgrun.Enqueue(b.ctx, b.pool, "leaky", map[string]string{"token": secret}, pgrun.MaxAttempts(1))
+	require.NoError(t, err)
+	held, err := pgrun.Enqueue(b.ctx, b.pool, runner.KindSleep, map[string]any{"ms": 60000, "token": secret})
+	require.NoError(t, err)
+	eventually(t, 10*time.Second, "the job failed", func() bool { return jobStatus(t, b, job.ID) == pgrun.StatusFailed })
+	eventually(t, 10*time.Second, "the sleep runs", func() bool { return jobStatus(t, b, held.ID) == pgrun.StatusRunning })
+	_, err = b.pool.Exec(b.ctx, `select pgrun.cancel_job($1), pgrun.set_worker_control('h', '*', 'drain')`, held.ID)
+	require.NoError(t, err)
+	for ch, conn := range conns {
+		for range 20 { // telemetry notifies forever: read a bounded number
+			n := kitNextNotification(t, conn, 300*time.Millisecond)
+			if n == nil {
+				break
+			}
+			require.NotContains(t, n.Payload, secret, ch)
+		}
+	}
+	eventually(t, 10*time.Second, "the cancel was logged", func() bool { return strings.Contains(logs.String(), "job stopped") })
+	require.NotContains(t, logs.String(), secret)
+}
+
+// safeBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type safeBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *safeBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *safeBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
