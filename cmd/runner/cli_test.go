@@ -413,3 +413,22 @@ func TestStatusWarnsAboutUnhandledJobs(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, out, fmt.Sprintf(`"unhandled": %d`, n))
 }
+
+// `migrate up --no-create-roles` with roles a DBA has not created yet grants nothing
+// and says so; `migrate grants` prints the statements for the DBA, with the prefix.
+func TestMigrateRolesForADBA(t *testing.T) {
+	c, pool := newCLI(t)
+	out, err := c.run("migrate", "up", "--role-prefix", "acme_", "--no-create-roles")
+	require.NoError(t, err)
+	require.Contains(t, out, "roles not created")
+	require.Zero(t, count(t, pool, `select count(*) from pg_roles where rolname like 'acme\_%'`))
+	out, err = c.run("migrate", "grants", "--role-prefix", "acme_")
+	require.NoError(t, err)
+	for _, want := range []string{`create role "acme_enqueuer" nologin`, `to acme_worker`, `grant usage on schema pgrun to acme_enqueuer, acme_worker, acme_admin`,
+		"grant execute on function pgrun.claim_jobs("} {
+		require.Contains(t, out, want)
+	}
+	// Without --no-create-roles, a role that may not create roles is told what to do.
+	_, err = c.run("migrate", "up", "--role-prefix", "acme_")
+	require.ErrorContains(t, err, "runner migrate grants")
+}

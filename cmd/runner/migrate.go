@@ -14,23 +14,50 @@ func init() { commands = append(commands, newMigrateCmd) }
 // newMigrateCmd installs, removes and reports schema pgrun.
 func newMigrateCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "migrate", Short: "Install, remove or inspect schema pgrun"}
-	cmd.AddCommand(&cobra.Command{
+	var opts pgrun.MigrateOptions
+	up := &cobra.Command{
 		Use:   "up",
-		Short: "Apply pending migrations and the function set (a no-op when current)",
-		Args:  cobra.NoArgs,
+		Short: "Apply pending migrations, the function set and the roles' grants (a no-op when current)",
+		Long: `up applies pending migrations and the function set, then creates (if missing) and
+grants the roles pgrun_enqueuer, pgrun_worker and pgrun_admin (see docs/security.md).
+Where the migrating role may not create roles, pass --no-create-roles and have a DBA
+run the statements of "runner migrate grants".`,
+		Args: cobra.NoArgs,
 		RunE: g.withPool(func(cmd *cobra.Command, _ []string, pool *pgxpool.Pool) error {
 			before, _, err := pgrun.SchemaVersion(cmd.Context(), pool)
 			if err != nil {
 				return err
 			}
-			if err := pgrun.Migrate(cmd.Context(), pool); err != nil {
+			if err := pgrun.MigrateWith(cmd.Context(), pool, opts); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "schema pgrun at version %d (was %d); functions %s\n",
 				pgrun.LatestVersion(), before, pgrun.FunctionsChecksum()[:12])
+			if opts.NoCreateRoles {
+				fmt.Fprintln(cmd.OutOrStdout(), "roles not created: a DBA runs the statements of `runner migrate grants` (then run migrate up again)")
+			}
 			return nil
 		}),
-	})
+	}
+	up.Flags().StringVar(&opts.RolePrefix, "role-prefix", pgrun.DefaultRolePrefix, "prefix of the role names (PREFIXenqueuer, PREFIXworker, PREFIXadmin)")
+	up.Flags().BoolVar(&opts.NoCreateRoles, "no-create-roles", false, "do not create missing roles (managed databases): grant those that exist")
+	cmd.AddCommand(up)
+	var grantsPrefix string
+	grants := &cobra.Command{
+		Use:   "grants",
+		Short: "Print the SQL that creates the roles and grants them, for a DBA",
+		Args:  cobra.NoArgs,
+		RunE: g.withPool(func(cmd *cobra.Command, _ []string, pool *pgxpool.Pool) error {
+			sql, err := pgrun.GrantsSQL(cmd.Context(), pool, grantsPrefix)
+			if err != nil {
+				return err
+			}
+			fmt.Fprint(cmd.OutOrStdout(), sql)
+			return nil
+		}),
+	}
+	grants.Flags().StringVar(&grantsPrefix, "role-prefix", pgrun.DefaultRolePrefix, "prefix of the role names")
+	cmd.AddCommand(grants)
 	cmd.AddCommand(&cobra.Command{
 		Use:   "down",
 		Short: "Reverse every migration: drops schema pgrun and all its jobs",

@@ -10,6 +10,19 @@
 -- from caller strings); enqueue_job, enqueue_jobs and the insert trigger run as the
 -- caller, so the caller's own privileges (and row-level security) apply to them.
 
+-- qualified names function f with its schema and argument types, whatever the
+-- search_path (regprocedure's text drops the schema when it is on the path).
+create or replace function pgrun.qualified(f oid)
+returns text
+language sql
+stable
+-- pg_catalog alone, so that argument types of schema pgrun come out qualified too.
+set search_path = pg_catalog
+as $$
+  select format('%I.%I(%s)', n.nspname, p.proname, pg_get_function_identity_arguments(p.oid))
+  from pg_proc p join pg_namespace n on n.oid = p.pronamespace where p.oid = f
+$$;
+
 -- definer_functions lists the functions that run as the engine: everything a role is
 -- granted except the invoker-rights enqueue path, plus the insert trigger's writer.
 create or replace function pgrun.definer_functions()
@@ -34,13 +47,13 @@ $$;
 
 do $$
 declare
-  f regprocedure;
+  f text;
 begin
   for f in
-    select p.oid::regprocedure from pg_proc p
+    select pgrun.qualified(p.oid) from pg_proc p
     where p.pronamespace = 'pgrun'::regnamespace and p.proname = any (pgrun.definer_functions())
   loop
-    -- f is a regprocedure from the catalog (quoted by its output function), never a
+    -- f is a function's name from the catalog (quoted by format's %I), never a
     -- caller's string.
     execute format('alter function %s security definer set search_path = pgrun, pg_catalog, pg_temp', f);
   end loop;
@@ -63,7 +76,7 @@ begin
   return next format('grant select on pgrun.function_ledger, pgrun.settings, pgrun.queues to %I, %I, %I',
                      enqueuer, worker, admin);
   -- Functions the views call (a view checks function privileges as its reader).
-  return query select format('grant execute on function %s to %I, %I, %I', p.oid::regprocedure, enqueuer, worker, admin)
+  return query select format('grant execute on function %s to %I, %I, %I', pgrun.qualified(p.oid), enqueuer, worker, admin)
                from pg_proc p where p.pronamespace = 'pgrun'::regnamespace and p.proname = 'worker_alive';
   -- enqueuer: its own fields of a job, and reading.
   return next format('grant insert (kind, args, queue, priority, run_at, max_attempts, unique_key, parent_id, '
@@ -74,7 +87,7 @@ begin
                            'job_timeline', 'clock', 'check_kind', 'check_queue_name', 'check_json_size',
                            'check_key', 'check_positive_interval', 'default_timeout', 'max_json_bytes',
                            'max_key_bytes', 'max_children', 'is_engine', 'job_not_found'] loop
-    return query select format('grant execute on function %s to %I', p.oid::regprocedure, enqueuer)
+    return query select format('grant execute on function %s to %I', pgrun.qualified(p.oid), enqueuer)
                  from pg_proc p where p.pronamespace = 'pgrun'::regnamespace and p.proname = f;
   end loop;
   -- worker: the calls of a worker's loop, and reading the jobs it runs.
@@ -83,7 +96,7 @@ begin
                            'retry_later', 'requeue_job', 'defer_job', 'set_progress', 'beat', 'emit',
                            'worker_heartbeat', 'record_hw', 'worker_modes', 'error_class_permanent',
                            'clock'] loop
-    return query select format('grant execute on function %s to %I', p.oid::regprocedure, worker)
+    return query select format('grant execute on function %s to %I', pgrun.qualified(p.oid), worker)
                  from pg_proc p where p.pronamespace = 'pgrun'::regnamespace and p.proname = f;
   end loop;
   -- admin: operations, and reading everything.
@@ -94,7 +107,7 @@ begin
                            'worker_modes', 'maintain', 'take_maintenance', 'reap_expired_leases',
                            'fail_overdue', 'flag_dead_workers', 'forget_workers', 'prune_history',
                            'drain_outbox', 'fire_schedules', 'job_timeline', 'cron_next', 'clock'] loop
-    return query select format('grant execute on function %s to %I', p.oid::regprocedure, admin)
+    return query select format('grant execute on function %s to %I', pgrun.qualified(p.oid), admin)
                  from pg_proc p where p.pronamespace = 'pgrun'::regnamespace and p.proname = f;
   end loop;
 end;
@@ -111,7 +124,7 @@ declare
   n    integer := 0;
 begin
   for stmt in select * from pgrun.role_grants(enqueuer, worker, admin) loop
-    execute stmt; -- built by role_grants with %I and regprocedure, never from caller text
+    execute stmt; -- built by role_grants with %I and catalog names, never from caller text
     n := n + 1;
   end loop;
   return n;
