@@ -360,3 +360,35 @@ func (s *safeBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// A runner connected as a pgrun_worker member does the whole job: it waits for the
+// schema, claims, runs, reports, renews, heartbeats and records telemetry; it leaves
+// maintenance (pgrun_admin's) to someone else and says so. An enqueuer's job reaches
+// it through the same database.
+func TestRunnerAsWorkerRole(t *testing.T) {
+	b := setup(t)
+	worker := asRole(t, b, "pgrun_worker")
+	app := asRole(t, b, "pgrun_enqueuer")
+	var logs safeBuffer
+	r := newRunner(worker, runner.Config{
+		Logger:            slog.New(slog.NewTextHandler(&logs, nil)),
+		TelemetryInterval: 50 * time.Millisecond,
+	})
+	startRunner(t, r)
+	ok, err := pgrun.Enqueue(b.ctx, app, runner.KindEcho, map[string]int{"n": 1})
+	require.NoError(t, err)
+	bad, err := pgrun.Enqueue(b.ctx, app, runner.KindFail, map[string]any{"permanent": true})
+	require.NoError(t, err)
+	eventually(t, 10*time.Second, "both finished", func() bool {
+		return jobStatus(t, b, ok.ID) == pgrun.StatusSucceeded && jobStatus(t, b, bad.ID) == pgrun.StatusFailed
+	})
+	eventually(t, 10*time.Second, "heartbeat and telemetry", func() bool {
+		var n int
+		require.NoError(t, b.pool.QueryRow(b.ctx, `select (select count(*) from pgrun.workers where id = $1)
+			+ (select least(count(*), 1) from pgrun.hw_metrics)`, r.WorkerID()).Scan(&n))
+		return n == 2
+	})
+	eventually(t, 10*time.Second, "the runner says maintenance is not its to do", func() bool {
+		return strings.Contains(logs.String(), "maintenance needs the pgrun_admin role")
+	})
+}
