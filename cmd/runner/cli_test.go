@@ -371,7 +371,7 @@ func TestWorkFlagsAtTheirBounds(t *testing.T) {
 func TestUnknownSubcommandFails(t *testing.T) {
 	t.Parallel()
 	for args, want := range map[string]string{
-		"migrate bogus":  `unknown command "bogus" for "runner migrate": use one of down, up, version`,
+		"migrate bogus":  `unknown command "bogus" for "runner migrate": use one of down, grants, up, version`,
 		"migrate upp":    `unknown command "upp" for "runner migrate": did you mean up?`,
 		"schedule bogus": `unknown command "bogus" for "runner schedule"`,
 		"queue bogus":    `unknown command "bogus" for "runner queue"`,
