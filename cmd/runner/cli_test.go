@@ -375,7 +375,7 @@ func TestUnknownSubcommandFails(t *testing.T) {
 		"migrate upp":    `unknown command "upp" for "runner migrate": did you mean up?`,
 		"schedule bogus": `unknown command "bogus" for "runner schedule"`,
 		"queue bogus":    `unknown command "bogus" for "runner queue"`,
-		"migrate":        `"runner migrate" needs a subcommand: one of down, up, version`,
+		"migrate":        `"runner migrate" needs a subcommand: one of down, grants, up, version`,
 		"bogus":          `unknown command "bogus" for "runner"`,
 	} {
 		code, stderr := stderrOf(strings.Fields(args)...)
