@@ -52,7 +52,15 @@ const noHandlerDelay = time.Minute
 // start runs job in its own goroutine; f is told when the slot is free again.
 func (r *Runner) start(job *pgrun.Job, f *fetcher) {
 	ctx, cancel := context.WithCancelCause(r.jobCtx)
-	e := &execution{r: r, job: job, f: f, cancel: cancel, done: make(chan struct{})}
+	e := &execution{r: r, job: job, f: f, done: make(chan struct{})}
+	// Abandonment is measured from the moment of cancellation (the watchdog's clock),
+	// not from when the watchdog next looks.
+	e.cancel = func(cause error) {
+		if cause != nil && ctx.Err() == nil {
+			e.cancelledAt.CompareAndSwap(0, r.cfg.Watchdog.Now().UnixNano())
+		}
+		cancel(cause)
+	}
 	// No deadline here: the timeout rule is pgrun.maintain()'s (a job past its
 	// timeout is spared while it shows a sign of life), and its verdict reaches the
 	// handler as a cancellation with cause ErrTimeout.
