@@ -69,7 +69,13 @@ begin
   -- pgrun.jobs) set them; a caller's INSERT sets its own fields and no others.
   -- Column privileges refuse most for pgrun_enqueuer already; this holds for any
   -- grant. Children are attached only by defer_job, for the worker holding the parent.
-  if not pgrun.is_engine() then
+  if (new.parent_id is not null or coalesce(new.status, 'queued') <> 'queued' or new.run_id is not null
+      or new.node is not null or new.dispatched_at is not null or coalesce(new.children_failed, 0) <> 0
+      or coalesce(new.deps_remaining, 0) <> 0 or new.failure_ratio is not null
+      or coalesce(cardinality(new.child_errors), 0) <> 0)
+     and not pgrun.is_engine() then
+    -- (the role is looked up only when an engine-owned value is present: the common
+    -- enqueue pays nothing for this check)
     if new.parent_id is not null then
       raise exception 'a job cannot be attached to parent % by an insert', new.parent_id
         using errcode = '42501',
