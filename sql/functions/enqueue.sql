@@ -69,26 +69,21 @@ begin
   -- pgrun.jobs) set them; a caller's INSERT sets its own fields and no others.
   -- Column privileges refuse most for pgrun_enqueuer already; this holds for any
   -- grant. Children are attached only by defer_job, for the worker holding the parent.
-  if (new.parent_id is not null or coalesce(new.status, 'queued') <> 'queued' or new.run_id is not null
-      or new.node is not null or new.dispatched_at is not null or coalesce(new.children_failed, 0) <> 0
+  -- (The role is looked up only when such a value is present: the common enqueue
+  -- pays nothing for this check.)
+  if new.parent_id is not null and not pgrun.is_engine() then
+    raise exception 'a job cannot be attached to parent % by an insert', new.parent_id
+      using errcode = '42501',
+            hint = 'Children are attached by pgrun.defer_job, called by the worker that holds the parent.';
+  end if;
+  if (coalesce(new.status, 'queued') <> 'queued' or new.run_id is not null or new.node is not null
+      or new.dispatched_at is not null or coalesce(new.children_failed, 0) <> 0
       or coalesce(new.deps_remaining, 0) <> 0 or new.failure_ratio is not null
       or coalesce(cardinality(new.child_errors), 0) <> 0)
      and not pgrun.is_engine() then
-    -- (the role is looked up only when an engine-owned value is present: the common
-    -- enqueue pays nothing for this check)
-    if new.parent_id is not null then
-      raise exception 'a job cannot be attached to parent % by an insert', new.parent_id
-        using errcode = '42501',
-              hint = 'Children are attached by pgrun.defer_job, called by the worker that holds the parent.';
-    end if;
-    if coalesce(new.status, 'queued') <> 'queued' or new.run_id is not null or new.node is not null
-       or new.dispatched_at is not null or coalesce(new.children_failed, 0) <> 0
-       or coalesce(new.deps_remaining, 0) <> 0 or new.failure_ratio is not null
-       or coalesce(cardinality(new.child_errors), 0) <> 0 then
-      raise exception 'an insert may set only the caller''s fields of a job'
-        using errcode = '42501',
-              hint = 'Set kind, args, queue, priority, run_at, max_attempts, unique_key, model, model_required, timeout, meta, concurrency_key; the engine sets the rest.';
-    end if;
+    raise exception 'an insert may set only the caller''s fields of a job'
+      using errcode = '42501',
+            hint = 'Set kind, args, queue, priority, run_at, max_attempts, unique_key, model, model_required, timeout, meta, concurrency_key; the engine sets the rest.';
   end if;
   new.status := coalesce(new.status, 'queued');
   if new.status not in ('queued', 'pending', 'waiting') then
@@ -169,8 +164,9 @@ end;
 $$;
 
 -- enqueue_job inserts one job and returns it. It runs with the caller's privileges
--- (pgrun_enqueuer inserts its own fields; the insert trigger refuses the rest). run_at NULL means now; max_attempts and
--- timeout NULL mean the queue's defaults (then 25 attempts, no timeout).
+-- (pgrun_enqueuer inserts its own fields; the insert trigger refuses the rest).
+-- run_at NULL means now; max_attempts and timeout NULL mean the queue's defaults
+-- (then 25 attempts and one hour); timeout 0 means none.
 --
 -- Deduplication by unique_key: while an active (pending, queued, running, waiting)
 -- job holds the key, that job is returned and nothing is written; with unique_window,
