@@ -63,13 +63,16 @@ type Job struct {
 	Model           *string         `db:"model"`
 	UniqueKey       *string         `db:"unique_key"`
 	Meta            json.RawMessage `db:"meta"`
+	// Tenant is the tenant the job belongs to in the tenant mode (docs/security.md);
+	// nil with the mode off.
+	Tenant *string `db:"tenant"`
 }
 
 // JobColumns is the select list that scans into [Job] with [ScanJobs] / [ScanJob].
 const JobColumns = `id, kind, queue, args, status::text as status, priority, run_at, attempt,
 	failures, max_attempts, lease_expiries, claimed_by, lease_expires_at, heartbeat_at,
 	timeout, created_at, started_at, finished_at, result, error, progress_current,
-	progress_total, parent_id, run_id, node, deps_remaining, model, unique_key, meta`
+	progress_total, parent_id, run_id, node, deps_remaining, model, unique_key, meta, tenant`
 
 // ScanJobs collects rows selected with [JobColumns].
 func ScanJobs(rows pgx.Rows) ([]*Job, error) {

@@ -149,3 +149,61 @@ func seedFinished(b *testing.B, testURL string, n int) {
 	_, err = conn.Exec(context.Background(), `vacuum analyze pgrun.jobs`)
 	require.NoError(b, err)
 }
+
+// BenchmarkTenantMode measures what the tenant mode costs, with it off and on:
+// enqueue_jobs of 500 and enqueue_job of one as a pgrun_enqueuer mapped to a tenant
+// (row-level security's check runs per row; the tenant is worked out once per
+// statement, by the trigger for a single job) and claim+complete of 500 as a
+// pgrun_worker (SECURITY DEFINER functions: row-level security does not apply).
+func BenchmarkTenantMode(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		b.Run(fmt.Sprintf("on=%t", on), func(b *testing.B) {
+			ctx := context.Background()
+			url := testdb.URL(b)
+			kit := &bundle{ctx: ctx, pool: testdb.PoolFor(b, url), url: url}
+			enqueuerRole, enqueuer := newRole(b, kit, "pgrun_enqueuer")
+			_, worker := newRole(b, kit, "pgrun_worker")
+			_, err := kit.pool.Exec(ctx, `select pgrun.grant_tenant($1, 'acme'), pgrun.set_tenant_mode($2)`, enqueuerRole, on)
+			require.NoError(b, err)
+			specs := make([]pgrun.JobSpec, 500)
+			for i := range specs {
+				specs[i] = pgrun.JobSpec{Kind: "noop"}
+			}
+			b.Run("enqueue500", func(b *testing.B) {
+				n := 0
+				for b.Loop() {
+					_, err := pgrun.EnqueueMany(ctx, enqueuer, specs)
+					require.NoError(b, err)
+					n += len(specs)
+				}
+				b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "jobs/s")
+			})
+			b.Run("enqueue1", func(b *testing.B) { // one job per statement: the trigger stamps it
+				for b.Loop() {
+					_, err := pgrun.Enqueue(ctx, enqueuer, "noop", nil)
+					require.NoError(b, err)
+				}
+			})
+			b.Run("claimcomplete500", func(b *testing.B) {
+				for range max(b.N, 1) {
+					_, err := pgrun.EnqueueMany(ctx, enqueuer, specs)
+					require.NoError(b, err)
+				}
+				b.ResetTimer()
+				jobs := 0
+				for i := 0; i < b.N; i++ {
+					var ids []int64
+					var attempts []int32
+					require.NoError(b, worker.QueryRow(ctx, `select coalesce(array_agg(id), '{}'), coalesce(array_agg(attempt), '{}')
+						from pgrun.claim_jobs('default', 'bench', 500)`).Scan(&ids, &attempts))
+					var n int
+					require.NoError(b, worker.QueryRow(ctx, `select count(*) from pgrun.complete_jobs($1, $2, null, 'bench')`,
+						ids, attempts).Scan(&n))
+					jobs += n
+				}
+				b.StopTimer()
+				b.ReportMetric(float64(jobs)/b.Elapsed().Seconds(), "jobs/s")
+			})
+		})
+	}
+}

@@ -27,6 +27,13 @@ import (
 // the test ends.
 func asRole(t *testing.T, b *bundle, member string) *pgxpool.Pool {
 	t.Helper()
+	_, p := newRole(t, b, member)
+	return p
+}
+
+// newRole is asRole that also returns the role's name.
+func newRole(t testing.TB, b *bundle, member string) (string, *pgxpool.Pool) {
+	t.Helper()
 	name := fmt.Sprintf("t_%s_%04x", strings.TrimPrefix(member, "pgrun_"), rand.N(1<<16))
 	if member == "" {
 		name = fmt.Sprintf("t_connect_%04x", rand.N(1<<16))
@@ -51,7 +58,7 @@ func asRole(t *testing.T, b *bundle, member string) *pgxpool.Pool {
 	})
 	as := *testURL
 	as.User = url.User(name)
-	return testdb.PoolFor(t, as.String())
+	return name, testdb.PoolFor(t, as.String())
 }
 
 // denied asserts that sql fails for lack of privilege and changed nothing.
@@ -219,19 +226,19 @@ func TestSecurityDefinerFunctionsArePinned(t *testing.T) {
 	require.NoError(t, rows.Err())
 	require.Empty(t, public, "functions PUBLIC may execute")
 
-	rows, err = b.pool.Query(b.ctx, `select p.oid::regprocedure::text, coalesce(array_to_string(p.proconfig, ';'), ''), p.prosrc
+	// Collected before asserting: a failed assertion must not leave a connection busy.
+	type definer struct{ F, Config, Src string }
+	rows, err = b.pool.Query(b.ctx, `select p.oid::regprocedure::text as f, coalesce(array_to_string(p.proconfig, ';'), '') as config, p.prosrc as src
 		from pg_proc p where p.pronamespace = 'pgrun'::regnamespace and p.prosecdef`)
 	require.NoError(t, err)
-	n := 0
-	for rows.Next() {
-		var f, config, src string
-		require.NoError(t, rows.Scan(&f, &config, &src))
-		n++
-		require.Equal(t, "search_path=pgrun, pg_catalog, pg_temp", config, f)
-		require.NotRegexp(t, `(?i)\bexecute\s+[^f\s]`, src, "%s builds SQL", f)
-		require.NotContains(t, strings.ToLower(src), "execute format", "%s builds SQL", f)
+	definers, err := pgx.CollectRows(rows, pgx.RowToStructByName[definer])
+	require.NoError(t, err)
+	n := len(definers)
+	for _, d := range definers {
+		require.Equal(t, "search_path=pgrun, pg_catalog, pg_temp", d.Config, d.F)
+		require.NotRegexp(t, `(?i)\bexecute\s+[^f\s]`, d.Src, "%s builds SQL", d.F)
+		require.NotContains(t, strings.ToLower(d.Src), "execute format", "%s builds SQL", d.F)
 	}
-	require.NoError(t, rows.Err())
 	require.Greater(t, n, 30, "the role API runs as the engine")
 }
 

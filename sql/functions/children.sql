@@ -104,7 +104,7 @@ begin
     perform pgrun.add_event(p.id, 'job.failed', 'error',
       format('%s of %s children failed', p.children_failed, p.progress_total),
       jsonb_build_object('class', 'children_failed', 'final', true, 'child_errors', to_jsonb(p.child_errors)));
-    perform pgrun.cancel_job(c.id, 'parent failed')
+    perform pgrun.cancel_tree(c.id, 'parent failed')
     from pgrun.jobs c
     where c.parent_id = p.id and c.status in ('pending', 'queued', 'running', 'waiting');
   elsif p.progress_current + p.children_failed >= p.progress_total then

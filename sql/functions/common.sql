@@ -233,11 +233,14 @@ $$;
 -- Callers with pgrun_enqueuer insert only their own fields.
 create or replace function pgrun.is_engine()
 returns boolean
-language sql
+language plpgsql
 stable
 set search_path = pgrun, pg_catalog
 as $$
-  select pg_has_role(current_user, c.relowner, 'MEMBER') from pg_class c where c.oid = 'pgrun.jobs'::regclass
+begin
+  -- PL/pgSQL: its plan is cached (a SQL function with SET is planned on every call).
+  return pg_has_role(current_user, (select c.relowner from pg_class c where c.oid = 'pgrun.jobs'::regclass), 'MEMBER');
+end;
 $$;
 
 -- check_reporter raises 42501 unless worker names a worker, or the session belongs

@@ -114,15 +114,23 @@ create trigger jobs_before_insert
 
 -- jobs_after_insert registers new queues and wakes listeners once per queue per
 -- statement. pg_notify is transactional: the wake-up is delivered on commit only.
+-- With the tenant mode off it also refuses rows that name a tenant, unless the engine's
+-- owner inserted them (with the mode on, row-level security holds an enqueuer to its
+-- own tenant): a label written now would grant access once the mode is turned on.
 create or replace function pgrun.jobs_after_insert()
 returns trigger
 language plpgsql
 set search_path = pgrun, pg_catalog
 as $$
 declare
-  q text;
+  q        text;
+  tenants  boolean;
 begin
-  for q in select distinct n.queue from new_rows n loop
+  for q, tenants in select n.queue, bool_or(n.tenant is not null) from new_rows n group by n.queue loop
+    if tenants and not pgrun.tenant_mode() and not pgrun.sees_all() then
+      raise exception 'a job cannot name a tenant while the tenant mode is off'
+        using errcode = '42501', hint = 'Leave tenant out; with the mode on, the engine sets it from your role.';
+    end if;
     insert into pgrun.queues (name) values (q) on conflict do nothing;
     perform pg_notify('pgrun_jobs', q);
   end loop;
@@ -136,11 +144,13 @@ create trigger jobs_after_insert
   referencing new table as new_rows
   for each statement execute function pgrun.jobs_after_insert();
 
--- replace_queued gives the queued job holding unique_key new args, priority and run_at
--- (run_at NULL keeps it) and records job.replaced; it returns the job, or NULL if no
--- queued job holds the key. It is enqueue_job's on_conflict => 'replace', which runs
--- with the caller's privileges; this part runs as the engine.
-create or replace function pgrun.replace_queued(unique_key text, args jsonb, priority integer, run_at timestamptz)
+-- replace_queued gives queued job id, if it still holds unique_key, new args, priority
+-- and run_at (run_at NULL keeps it) and records job.replaced; it returns the job, or
+-- NULL if it is no longer queued under that key (or, in the tenant mode, belongs to
+-- another tenant). It is enqueue_job's on_conflict => 'replace': enqueue_job finds the
+-- holder with the caller's privileges; this part runs as the engine.
+drop function if exists pgrun.replace_queued(text, jsonb, integer, timestamptz);
+create or replace function pgrun.replace_queued(id bigint, unique_key text, args jsonb, priority integer, run_at timestamptz)
 returns pgrun.jobs
 language plpgsql
 set search_path = pgrun, pg_catalog
@@ -153,7 +163,8 @@ begin
   update pgrun.jobs x
   set args = coalesce(replace_queued.args, '{}'), priority = coalesce(replace_queued.priority, 0),
       run_at = coalesce(replace_queued.run_at, x.run_at)
-  where x.unique_key = replace_queued.unique_key and x.status = 'queued'
+  where x.id = replace_queued.id and x.unique_key = replace_queued.unique_key and x.status = 'queued'
+    and pgrun.may_touch(x.tenant)
   returning x.* into j;
   if found then
     perform pgrun.add_event(j.id, 'job.replaced', 'info', 'a duplicate enqueue replaced the args',
@@ -172,7 +183,8 @@ $$;
 -- job holds the key, that job is returned and nothing is written; with unique_window,
 -- so is one that finished within the window. With on_conflict => 'replace', a holder
 -- that is still queued takes the new args, priority and run_at (event job.replaced)
--- instead; the default 'ignore' leaves it as it is.
+-- instead; the default 'ignore' leaves it as it is. Keys are per tenant (one space
+-- with the tenant mode off).
 drop function if exists pgrun.enqueue_job(text, jsonb, text, integer, timestamptz, integer, text, bigint, text, interval, jsonb);
 create or replace function pgrun.enqueue_job(
   kind             text,
@@ -196,7 +208,9 @@ set search_path = pgrun, pg_catalog
 as $$
 #variable_conflict use_column
 declare
-  j pgrun.jobs;
+  j    pgrun.jobs;
+  t    text;
+  hid  bigint;
 begin
   if priority > 32767 then
     raise exception 'priority % is not valid', priority
@@ -207,9 +221,13 @@ begin
       using errcode = '22023', hint = 'Use ignore (return the holder as it is) or replace (update a queued holder''s args).';
   end if;
   perform pgrun.check_positive_interval('unique_window', unique_window);
+  if unique_key is not null then
+    t := pgrun.new_job_tenant(parent_id); -- the tenant the insert below gets
+  end if;
   if unique_key is not null and unique_window is not null then
     select * into j from pgrun.jobs x
-    where x.unique_key = enqueue_job.unique_key and x.finished_at > pgrun.clock() - unique_window
+    where x.unique_key = enqueue_job.unique_key and x.tenant is not distinct from t
+      and x.finished_at > pgrun.clock() - unique_window
     order by x.finished_at desc limit 1;
     if found then
       return j;
@@ -217,12 +235,12 @@ begin
   end if;
   loop
     insert into pgrun.jobs (kind, args, queue, priority, run_at, max_attempts, unique_key,
-                            parent_id, model, timeout, meta, concurrency_key)
+                            parent_id, model, timeout, meta, concurrency_key, tenant)
     values (enqueue_job.kind, enqueue_job.args, enqueue_job.queue, enqueue_job.priority,
             enqueue_job.run_at, enqueue_job.max_attempts, enqueue_job.unique_key,
             enqueue_job.parent_id, enqueue_job.model, enqueue_job.timeout, enqueue_job.meta,
-            enqueue_job.concurrency_key)
-    on conflict (unique_key)
+            enqueue_job.concurrency_key, t)
+    on conflict (unique_key, tenant)
       where unique_key is not null and status in ('pending', 'queued', 'running', 'waiting')
       do nothing
     returning * into j;
@@ -230,13 +248,17 @@ begin
       return j;
     end if;
     if on_conflict = 'replace' then
-      j := pgrun.replace_queued(enqueue_job.unique_key, enqueue_job.args, enqueue_job.priority, enqueue_job.run_at);
-      if j.id is not null then
-        return j;
+      select x.id into hid from pgrun.jobs x
+      where x.unique_key = enqueue_job.unique_key and x.tenant is not distinct from t and x.status = 'queued';
+      if found then
+        j := pgrun.replace_queued(hid, enqueue_job.unique_key, enqueue_job.args, enqueue_job.priority, enqueue_job.run_at);
+        if j.id is not null then
+          return j;
+        end if;
       end if;
     end if;
     select * into j from pgrun.jobs x
-    where x.unique_key = enqueue_job.unique_key
+    where x.unique_key = enqueue_job.unique_key and x.tenant is not distinct from t
       and x.status in ('pending', 'queued', 'running', 'waiting');
     if found then
       return j;
@@ -256,9 +278,13 @@ language plpgsql
 set search_path = pgrun, pg_catalog
 as $$
 declare
-  bad record;
-  k   text;
-  got pgrun.jobs[];
+  bad   record;
+  k     text;
+  got   pgrun.jobs[];
+  -- The tenant, worked out once for the statement (new_job_tenant's rule): a child's
+  -- is its parent's, anyone else's the caller's; NULL with the mode off.
+  mode  boolean := pgrun.tenant_mode();
+  t     text := case when mode then pgrun.new_job_tenant(null) end;
 begin
   if specs is null or jsonb_typeof(specs) <> 'array' then
     raise exception 'enqueue_jobs takes a JSON array of job objects, got %', coalesce(jsonb_typeof(specs), 'NULL')
@@ -328,12 +354,15 @@ begin
   ),
   ins as (
     insert into pgrun.jobs (kind, args, queue, priority, run_at, max_attempts, unique_key,
-                            parent_id, model, timeout, meta, concurrency_key)
+                            parent_id, model, timeout, meta, concurrency_key, tenant)
     select s.kind, s.args, s.queue, s.priority, s.run_at, s.max_attempts, s.unique_key,
-           s.parent_id, s.model, s.timeout, s.meta, s.concurrency_key
+           s.parent_id, s.model, s.timeout, s.meta, s.concurrency_key,
+           case when not mode then null
+                when s.parent_id is null then t
+                else (select p.tenant from pgrun.jobs p where p.id = s.parent_id) end
     from spec s
     order by s.ord
-    on conflict (unique_key)
+    on conflict (unique_key, tenant)
       where unique_key is not null and status in ('pending', 'queued', 'running', 'waiting')
       do nothing
     returning *
@@ -345,7 +374,10 @@ begin
   -- see the rows inserted above, so these are the pre-existing holders).
   select j.* from pgrun.jobs j
   where j.unique_key in (select s.unique_key from spec s where s.unique_key is not null)
-    and j.status in ('pending', 'queued', 'running', 'waiting')) r;
+    and j.status in ('pending', 'queued', 'running', 'waiting')
+    -- in the tenant the skipped row would have had (keys are per tenant)
+    and exists (select 1 from spec s where s.unique_key = j.unique_key
+                and j.tenant is not distinct from pgrun.new_job_tenant(s.parent_id))) r;
   return query select * from unnest(got);
   -- A key whose holder committed while this statement waited on it is in neither
   -- part above (the statement's snapshot predates the holder): enqueue_job, in a new

@@ -199,7 +199,7 @@ begin
         jsonb_build_object('class', 'timeout', 'final', true, 'attempt', r.attempt,
                            'children_finished', r.progress_current + r.children_failed,
                            'children', r.progress_total));
-      perform pgrun.cancel_job(c.id, 'parent timed out')
+      perform pgrun.cancel_tree(c.id, 'parent timed out')
       from pgrun.jobs c
       where c.parent_id = r.id and c.status in ('pending', 'queued', 'running', 'waiting');
     end if;

@@ -4,7 +4,9 @@
 --             submit input, read jobs, runs and the views
 --   worker    claim, report outcomes, renew leases, heartbeat, progress and events
 --   admin     queues, schedules, worker control, cancel, retry, workflows, maintain,
---             and read everything
+--             the tenant mode, and read everything
+-- With the tenant mode on (tenants.sql), row-level security limits an enqueuer to its
+-- own tenant's rows; its policies are created here, since they name the roles.
 -- Functions a role calls that write what the role may not write directly run as
 -- the engine (SECURITY DEFINER, search_path pinned with pg_temp last, no SQL built
 -- from caller strings); enqueue_job, enqueue_jobs and the insert trigger run as the
@@ -36,13 +38,13 @@ as $$
     'claim_jobs', 'renew_leases', 'complete_jobs', 'complete_job', 'fail_job', 'retry_later',
     'requeue_job', 'defer_job', 'set_progress', 'beat', 'emit', 'worker_heartbeat', 'record_hw',
     -- enqueuer
-    'start_run', 'submit_input', 'replace_queued', 'jobs_after_insert', 'job_timeline',
+    'start_run', 'submit_input', 'replace_queued', 'jobs_after_insert', 'job_timeline', 'caller_tenant',
     -- admin
     'cancel_job', 'retry_job', 'retry_jobs', 'cancel_run', 'retry_run', 'define_workflow',
     'pause_queue', 'resume_queue', 'set_queue', 'set_schedule', 'drop_schedule', 'pause_schedule',
     'resume_schedule', 'set_worker_control', 'worker_modes', 'maintain', 'take_maintenance',
     'reap_expired_leases', 'fail_overdue', 'flag_dead_workers', 'forget_workers', 'prune_history',
-    'drain_outbox', 'fire_schedules', 'dispatch']
+    'drain_outbox', 'fire_schedules', 'dispatch', 'set_tenant_mode', 'grant_tenant', 'revoke_tenant']
 $$;
 
 do $$
@@ -78,15 +80,22 @@ begin
   -- Functions the views call (a view checks function privileges as its reader).
   return query select format('grant execute on function %s to %I, %I, %I', pgrun.qualified(p.oid), enqueuer, worker, admin)
                from pg_proc p where p.pronamespace = 'pgrun'::regnamespace and p.proname = 'worker_alive';
-  -- enqueuer: its own fields of a job, and reading.
+  -- enqueuer: its own fields of a job, and reading. (tenant: enqueue_jobs names it once
+  -- per statement; row-level security holds it to the caller's own, and with the mode
+  -- off jobs_after_insert refuses it.)
   return next format('grant insert (kind, args, queue, priority, run_at, max_attempts, unique_key, parent_id, '
-                     'model, model_required, timeout, meta, concurrency_key) on pgrun.jobs to %I', enqueuer);
+                     'model, model_required, timeout, meta, concurrency_key, tenant) on pgrun.jobs to %I', enqueuer);
   return next format('grant select on pgrun.jobs, pgrun.job_events, pgrun.runs, pgrun.run_inputs, pgrun.workflows, '
                      'pgrun.schedules, pgrun.queue_stats, pgrun.active_jobs, pgrun.run_status to %I', enqueuer);
   foreach f in array array['enqueue_job', 'enqueue_jobs', 'start_run', 'submit_input', 'replace_queued',
                            'job_timeline', 'clock', 'check_kind', 'check_queue_name', 'check_json_size',
                            'check_key', 'check_positive_interval', 'default_timeout', 'max_json_bytes',
-                           'max_key_bytes', 'max_children', 'is_engine', 'job_not_found'] loop
+                           'max_key_bytes', 'max_children', 'is_engine', 'job_not_found',
+                           -- cancels: refused unless the tenant mode is on, then its own tenant's only
+                           'cancel_job', 'cancel_run',
+                           -- the tenant mode: the insert trigger and the row-level security policies
+                           'caller_role', 'tenant_mode', 'sees_all', 'caller_tenant', 'session_tenant',
+                           'new_job_tenant', 'may_touch'] loop
     return query select format('grant execute on function %s to %I', pgrun.qualified(p.oid), enqueuer)
                  from pg_proc p where p.pronamespace = 'pgrun'::regnamespace and p.proname = f;
   end loop;
@@ -106,10 +115,35 @@ begin
                            'drop_schedule', 'pause_schedule', 'resume_schedule', 'set_worker_control',
                            'worker_modes', 'maintain', 'take_maintenance', 'reap_expired_leases',
                            'fail_overdue', 'flag_dead_workers', 'forget_workers', 'prune_history',
-                           'drain_outbox', 'fire_schedules', 'job_timeline', 'cron_next', 'clock'] loop
+                           'drain_outbox', 'fire_schedules', 'job_timeline', 'cron_next', 'clock',
+                           'set_tenant_mode', 'grant_tenant', 'revoke_tenant', 'administers',
+                           'caller_role', 'tenant_mode', 'sees_all', 'caller_tenant', 'may_touch'] loop
     return query select format('grant execute on function %s to %I', pgrun.qualified(p.oid), admin)
                  from pg_proc p where p.pronamespace = 'pgrun'::regnamespace and p.proname = f;
   end loop;
+  -- Row-level security (in force only with the tenant mode on): an enqueuer reads
+  -- its tenant's jobs, events, runs and inputs and inserts for its tenant; workers
+  -- and administrators read all. A policy is created only where it is missing, so a
+  -- re-apply takes no lock on the tables.
+  return query
+  select format('create policy %I on pgrun.%I as permissive for %s to %I using (%s)%s',
+                p.name, p.tbl, p.cmd, p.who, p.qual,
+                case when p.cmd = 'all' then format(' with check (%s)', p.qual) else '' end)
+  from (values
+    (enqueuer || '_own_tenant', 'jobs', 'all', enqueuer, 'tenant = (select pgrun.caller_tenant())'),
+    (enqueuer || '_own_tenant', 'job_events', 'select', enqueuer,
+     'exists (select 1 from pgrun.jobs j where j.id = job_id)'),
+    (enqueuer || '_own_tenant', 'runs', 'select', enqueuer, 'tenant = (select pgrun.caller_tenant())'),
+    (enqueuer || '_own_tenant', 'run_inputs', 'select', enqueuer,
+     'exists (select 1 from pgrun.runs r where r.id = run_id)'),
+    (worker || '_all', 'jobs', 'select', worker, 'true'),
+    (admin || '_all', 'jobs', 'select', admin, 'true'),
+    (admin || '_all', 'job_events', 'select', admin, 'true'),
+    (admin || '_all', 'runs', 'select', admin, 'true'),
+    (admin || '_all', 'run_inputs', 'select', admin, 'true')
+  ) p(name, tbl, cmd, who, qual)
+  where not exists (select 1 from pg_policy x
+                    where x.polrelid = format('pgrun.%I', p.tbl)::regclass and x.polname = p.name);
 end;
 $$;
 

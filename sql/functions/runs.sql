@@ -142,7 +142,8 @@ $$;
 -- run and one job per node atomically; nodes without dependencies are made ready at
 -- once. With unique_key and a running run holding it, that run is returned instead.
 -- Raises P0002 for an unknown workflow, 22023 for an input that is not an object or is
--- over max_json_bytes().
+-- over max_json_bytes(). In the tenant mode the run and its nodes belong to the
+-- caller's tenant, and unique keys are per tenant.
 create or replace function pgrun.start_run(workflow text, input jsonb default '{}', unique_key text default null)
 returns pgrun.runs
 language plpgsql
@@ -153,6 +154,7 @@ declare
   w  pgrun.workflows;
   r  pgrun.runs;
   j  pgrun.jobs;
+  t  text := pgrun.session_tenant(); -- the run's tenant (NULL with the mode off)
 begin
   select * into w from pgrun.workflows x where x.name = start_run.workflow order by version desc limit 1;
   if not found then
@@ -165,19 +167,20 @@ begin
   end if;
   perform pgrun.check_json_size('run input', input);
   if unique_key is not null then
-    select * into r from pgrun.runs x where x.unique_key = start_run.unique_key and x.status = 'running';
+    select * into r from pgrun.runs x
+    where x.unique_key = start_run.unique_key and x.tenant is not distinct from t and x.status = 'running';
     if found then
       return r;
     end if;
   end if;
-  insert into pgrun.runs (workflow, version, input, unique_key, created_at)
-  values (w.name, w.version, input, unique_key, pgrun.clock())
+  insert into pgrun.runs (workflow, version, input, unique_key, created_at, tenant)
+  values (w.name, w.version, input, unique_key, pgrun.clock(), t)
   returning * into r;
   insert into pgrun.jobs (kind, queue, status, run_id, node, deps_remaining, model, timeout,
-                          max_attempts, priority)
+                          max_attempts, priority, tenant)
   select coalesce(n ->> 'kind', 'pgrun.input'), coalesce(n ->> 'queue', 'default'), 'pending', r.id,
          n ->> 'name', jsonb_array_length(coalesce(n -> 'deps', '[]')), n ->> 'model',
-         (n ->> 'timeout')::interval, (n ->> 'max_attempts')::integer, (n ->> 'priority')::smallint
+         (n ->> 'timeout')::interval, (n ->> 'max_attempts')::integer, (n ->> 'priority')::smallint, t
   from jsonb_array_elements(w.spec -> 'nodes') n;
   for j in select * from pgrun.jobs x where x.run_id = r.id and x.deps_remaining = 0 order by id loop
     perform pgrun.node_ready(j);
@@ -268,7 +271,7 @@ begin
       where y.run_id = r.id and y.parent_id is null and y.status in ('pending', 'queued', 'running', 'waiting')
       order by y.id
     loop
-      c := pgrun.cancel_job(todo, format('run %s failed at node %s', r.id, j.node));
+      c := pgrun.cancel_tree(todo, format('run %s failed at node %s', r.id, j.node));
       if c.id is not null then
         update pgrun.jobs set error = error || '{"cause": "run_failed"}' where id = c.id;
       end if;
@@ -485,9 +488,10 @@ as $$
 declare
   nd  jsonb;
   st  pgrun.run_state;
+  t   text;
 begin
-  select r.status into st from pgrun.runs r where r.id = submit_input.run_id for update;
-  if not found then
+  select r.status, r.tenant into st, t from pgrun.runs r where r.id = submit_input.run_id for update;
+  if not found or not pgrun.may_touch(t) then
     raise exception 'run % does not exist', coalesce(run_id::text, 'NULL')
       using errcode = 'P0002', hint = 'List runs with: SELECT id, workflow, status FROM pgrun.runs ORDER BY id DESC LIMIT 20;';
   end if;
@@ -522,7 +526,8 @@ $$;
 
 -- cancel_run cancels a running run and every unfinished node (map children too; the
 -- nodes' errors carry "cause": "run_cancelled", so that retry_run can resume them).
--- Returns the run; NULL if it had already ended; P0002 for an unknown run.
+-- Returns the run; NULL if it had already ended; P0002 for an unknown run (or, in the
+-- tenant mode, another tenant's). Who may cancel: as cancel_job.
 create or replace function pgrun.cancel_run(run_id bigint, reason text default null)
 returns pgrun.runs
 language plpgsql
@@ -534,10 +539,15 @@ declare
   todo  bigint;
   c     pgrun.jobs;
 begin
-  perform 1 from pgrun.runs x where x.id = cancel_run.run_id;
-  if not found then
+  select x.* into r from pgrun.runs x where x.id = cancel_run.run_id;
+  if not found or not pgrun.may_touch(r.tenant) then
     raise exception 'run % does not exist', coalesce(run_id::text, 'NULL')
       using errcode = 'P0002', hint = 'List runs with: SELECT id, workflow, status FROM pgrun.runs ORDER BY id DESC LIMIT 20;';
+  end if;
+  if not pgrun.sees_all() and not pgrun.tenant_mode() then
+    raise exception 'cancelling run % needs pgrun_admin', run_id
+      using errcode = '42501',
+            hint = 'Ask an administrator, or turn on the tenant mode, in which an enqueuer cancels its own tenant''s runs.';
   end if;
   update pgrun.runs x set status = 'cancelled', finished_at = pgrun.clock(),
     error = jsonb_build_object('class', 'cancelled', 'message', coalesce(reason, 'cancelled'))
@@ -551,7 +561,7 @@ begin
     where j.run_id = r.id and j.parent_id is null and j.status in ('pending', 'queued', 'running', 'waiting')
     order by j.id
   loop
-    c := pgrun.cancel_job(todo, coalesce(reason, format('run %s cancelled', r.id)));
+    c := pgrun.cancel_tree(todo, coalesce(reason, format('run %s cancelled', r.id)));
     if c.id is not null then
       update pgrun.jobs j set error = j.error || '{"cause": "run_cancelled"}' where j.id = c.id;
     end if;

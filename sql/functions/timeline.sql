@@ -20,7 +20,8 @@
 -- (warn); a synthetic terminal entry carries the error's message and class. Order:
 -- at, then enqueued first and the terminal entry last, then attempt (an entry naming
 -- none counts as the current attempt), job.started before the stored events of its
--- attempt, then event id. Reads only; raises P0002 (job_not_found) for an unknown id.
+-- attempt, then event id. Reads only; raises P0002 (job_not_found) for an unknown id
+-- (and, in the tenant mode, for another tenant's job).
 create or replace function pgrun.job_timeline(id bigint)
 returns table (at timestamptz, event text, level text, attempt integer, message text, fields jsonb)
 language plpgsql
@@ -33,7 +34,7 @@ declare
   terminal  text;
 begin
   select * into j from pgrun.jobs x where x.id = job_timeline.id;
-  if not found then
+  if not found or not pgrun.may_touch(j.tenant) then
     perform pgrun.job_not_found(job_timeline.id);
   end if;
   if j.finished_at is not null and j.status in ('succeeded', 'failed', 'cancelled', 'skipped') then

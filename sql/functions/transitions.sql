@@ -248,8 +248,38 @@ $$;
 -- pending, queued or waiting job is cancelled at once; a running one is cancelled too,
 -- and its runner is told on the pgrun_cancel channel to cancel the handler's context
 -- (its late completion then matches nothing). Returns the job, NULL if it had already
--- finished; raises P0002 if no job has that id.
+-- finished; raises P0002 if no job has that id. Administrators cancel any job; with
+-- the tenant mode on, an enqueuer cancels its own tenant's jobs (another tenant's are
+-- P0002, as if they did not exist); without it, an enqueuer may not cancel (42501).
 create or replace function pgrun.cancel_job(
+  id      bigint,
+  reason  text default null
+)
+returns pgrun.jobs
+language plpgsql
+set search_path = pgrun, pg_catalog
+as $$
+#variable_conflict use_column
+declare
+  t  text;
+begin
+  select j.tenant into t from pgrun.jobs j where j.id = cancel_job.id;
+  if not found or not pgrun.may_touch(t) then
+    perform pgrun.job_not_found(cancel_job.id);
+  end if;
+  if not pgrun.sees_all() and not pgrun.tenant_mode() then
+    raise exception 'cancelling job % needs pgrun_admin', cancel_job.id
+      using errcode = '42501',
+            hint = 'Ask an administrator, or turn on the tenant mode, in which an enqueuer cancels its own tenant''s jobs.';
+  end if;
+  return pgrun.cancel_tree(cancel_job.id, reason);
+end;
+$$;
+
+-- cancel_tree is cancel_job without the caller's check: the engine's own cancels
+-- (a failed parent's children, a failed or cancelled run's nodes, a timed-out
+-- parent's children) call it. Granted to nobody.
+create or replace function pgrun.cancel_tree(
   id      bigint,
   reason  text default null
 )
@@ -262,14 +292,14 @@ declare
   prev  pgrun.job_status;
   j     pgrun.jobs;
 begin
-  select j.status into prev from pgrun.jobs j where j.id = cancel_job.id for update;
+  select j.status into prev from pgrun.jobs j where j.id = cancel_tree.id for update;
   if not found then
-    perform pgrun.job_not_found(cancel_job.id);
+    perform pgrun.job_not_found(cancel_tree.id);
   end if;
   update pgrun.jobs j
   set status = 'cancelled', finished_at = pgrun.clock(), lease_expires_at = null,
       error = jsonb_build_object('class', 'cancelled', 'message', coalesce(reason, 'cancelled'))
-  where j.id = cancel_job.id and j.status in ('pending', 'queued', 'running', 'waiting')
+  where j.id = cancel_tree.id and j.status in ('pending', 'queued', 'running', 'waiting')
   returning j.* into j;
   if not found then
     return null;
@@ -281,7 +311,7 @@ begin
     jsonb_build_object('previous_status', prev, 'attempt', j.attempt));
   -- Descendants go too: queued, pending and waiting ones at once, running ones are
   -- told to stop (each recursion handles its own children).
-  perform pgrun.cancel_job(c.id, 'parent cancelled')
+  perform pgrun.cancel_tree(c.id, 'parent cancelled')
   from pgrun.jobs c
   where c.parent_id = j.id and c.status in ('pending', 'queued', 'running', 'waiting');
   return j;

@@ -8,7 +8,8 @@ drop view if exists pgrun.queue_stats, pgrun.active_jobs, pgrun.worker_status, p
 -- scheduled means queued for later), the age of the oldest due job, and what finished
 -- in the last minute, and unhandled: due queued jobs of kinds that no live worker
 -- serving the queue has a handler for (they wait for one; nothing fails them). Reads only the partial indexes of active jobs and the recent
--- part of the finished index, so it stays cheap on a large history.
+-- part of the finished index, so it stays cheap on a large history. It counts every
+-- tenant's jobs (with the engine's rights): numbers per queue, never a payload.
 create or replace view pgrun.queue_stats as
 select q.name as queue,
        q.paused,
@@ -54,14 +55,16 @@ left join lateral (
                       and (w.kinds is null or k.kind = any (w.kinds)))
 ) u on true;
 
--- active_jobs lists what is running or parked right now, with progress.
-create or replace view pgrun.active_jobs as
+-- active_jobs lists what is running or parked right now, with progress. Like
+-- run_status, it reads with the reader's rights (security_invoker), so the tenant
+-- mode's row-level security applies to it.
+create or replace view pgrun.active_jobs with (security_invoker = true) as
 select j.id, j.queue, j.kind, j.status, j.attempt, j.failures, j.max_attempts,
        j.claimed_by as worker, j.started_at, now() - j.started_at as runtime,
        j.progress_current, j.progress_total,
        case when j.progress_total > 0
             then round(100.0 * j.progress_current / j.progress_total, 1) end as progress_pct,
-       j.lease_expires_at, j.heartbeat_at, j.timeout, j.model, j.parent_id, j.run_id, j.node
+       j.lease_expires_at, j.heartbeat_at, j.timeout, j.model, j.parent_id, j.run_id, j.node, j.tenant
 from pgrun.jobs j
 where j.status in ('running', 'waiting');
 
@@ -75,11 +78,11 @@ select w.id, w.host, w.pid, w.state, w.queues, w.models, w.version, w.started_at
 from pgrun.workers w;
 
 -- run_status shows every node of every run: its job, state and progress.
-create or replace view pgrun.run_status as
+create or replace view pgrun.run_status with (security_invoker = true) as
 select r.id as run_id, r.workflow, r.version, r.status as run_status, j.node, j.id as job_id,
        j.kind, j.status, j.deps_remaining, j.attempt, j.progress_current, j.progress_total,
        j.started_at, j.finished_at, j.error ->> 'class' as error_class,
-       j.error ->> 'message' as error_message
+       j.error ->> 'message' as error_message, r.tenant
 from pgrun.runs r
 join pgrun.jobs j on j.run_id = r.id and j.parent_id is null;
 
