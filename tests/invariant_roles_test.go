@@ -64,10 +64,16 @@ func newRole(t testing.TB, b *bundle, member string) (string, *pgxpool.Pool) {
 // denied asserts that sql fails for lack of privilege and changed nothing.
 func denied(t *testing.T, b *bundle, p *pgxpool.Pool, sql string, args ...any) {
 	t.Helper()
+	refused(t, b, p, "42501", sql, args...)
+}
+
+// refused asserts that sql fails with SQLSTATE state and changed nothing.
+func refused(t *testing.T, b *bundle, p *pgxpool.Pool, state, sql string, args ...any) {
+	t.Helper()
 	before := kitCounts(t, b.pool)
 	_, err := p.Exec(b.ctx, sql, args...)
 	require.Error(t, err, sql)
-	require.Equal(t, "42501", sqlState(err), "%s: %v", sql, err)
+	require.Equal(t, state, sqlState(err), "%s: %v", sql, err)
 	require.Equal(t, before, kitCounts(t, b.pool), sql)
 }
 

@@ -44,11 +44,7 @@ func one[T any](t *testing.T, ctx context.Context, p *pgxpool.Pool, sql string, 
 // the caller) and changed nothing.
 func notFound(t *testing.T, b *bundle, p *pgxpool.Pool, sql string, args ...any) {
 	t.Helper()
-	before := kitCounts(t, b.pool)
-	_, err := p.Exec(b.ctx, sql, args...)
-	require.Error(t, err, sql)
-	require.Equal(t, "P0002", sqlState(err), "%s: %v", sql, err)
-	require.Equal(t, before, kitCounts(t, b.pool), sql)
+	refused(t, b, p, "P0002", sql, args...)
 }
 
 // With the tenant mode on, an enqueuer sees only its tenant's jobs, events and
