@@ -88,12 +88,16 @@ func (c *completer) complete(batch []completion) {
 	err := c.send(ctx, batch)
 	switch {
 	case err == nil:
+		c.r.stats.completed.Add(int64(len(batch)))
 		c.r.log.Debug("completed", "jobs", len(batch), "took", time.Since(start))
 	case isRefused(err):
 		// One bad result (a value the server will not store) must not poison the
 		// batch: complete one by one, and fail only the job the server refuses.
 		for _, x := range batch {
 			err := c.send(ctx, []completion{x})
+			if err == nil {
+				c.r.stats.completed.Add(1)
+			}
 			if err != nil && isRefused(err) {
 				c.r.log.Error("the database refused a job's result; failing the job", "job", x.id, "err", err)
 				c.r.failReport(ctx, x.id, x.attempt, "bad_result", fmt.Sprintf("result refused: %v", err))

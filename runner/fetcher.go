@@ -122,6 +122,7 @@ func (f *fetcher) fill(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		f.r.stats.claimed.Add(int64(len(jobs)))
 		for _, j := range jobs {
 			f.busy++
 			f.r.start(j, f)

@@ -139,6 +139,7 @@ type Runner struct {
 	heartbeatCh chan struct{}
 	// abandoned counts handlers that ignored their cancelled context.
 	abandoned atomic.Int64
+	stats     stats
 
 	completer *completer
 	// jobCtx parents every handler's context; it is not derived from Run's ctx so
