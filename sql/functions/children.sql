@@ -1,6 +1,7 @@
 -- children.sql: coordinator jobs. A running job defers to children and waits; each
 -- child that finishes counts towards the parent, which succeeds or fails in the same
--- transaction as the child that decided it.
+-- transaction as the child that decided it. The children one statement finishes (a
+-- batch of completions) are counted together, with one write of each parent.
 
 -- defer_job turns running job (id, attempt) into a waiting parent of children (a JSON
 -- array of enqueue_jobs objects; parent_id is set for them), atomically. The parent
@@ -64,34 +65,112 @@ begin
 end;
 $$;
 
--- child_finished counts a finished child towards its waiting parent (row-locked, so
--- concurrent children are counted one at a time) and finishes the parent when the
--- outcome is decided: failed as soon as the failed share reaches its failure_ratio
--- (its unfinished children are then cancelled), succeeded once every child finished.
-create or replace function pgrun.child_finished(child pgrun.jobs)
+-- children_finished counts finished children towards their waiting parents at v_now:
+-- element i of the arrays is one child (its parent_id, whether it succeeded or was
+-- skipped, and its error message), in the order the children are counted. Each parent
+-- whose outcome they decide is finished (settle_parent). The children of one parent
+-- are counted together: the parent's row is locked and written once per call, not
+-- once per child, so a batch of completions does not queue up on it. Parents are
+-- locked in id order, so calls that share parents cannot deadlock. A child finishing
+-- is its parent's sign of life for the timeout rule (fail_overdue): heartbeat_at moves
+-- to v_now. child_errors keeps the first three distinct messages of failed children.
+-- Children of a parent that is no longer waiting (it failed early, or was cancelled)
+-- change nothing.
+create or replace function pgrun.children_finished(
+  parent_ids  bigint[],
+  oks         boolean[],
+  messages    text[],
+  v_now       timestamptz
+)
 returns void
 language plpgsql
 set search_path = pgrun, pg_catalog
 as $$
 declare
-  p      pgrun.jobs;
-  ok     boolean := child.status in ('succeeded', 'skipped');
-  msg    text := coalesce(child.error ->> 'message', child.status::text);
-  v_now  timestamptz := pgrun.clock();
+  parents  bigint[];
+  done     integer[];
+  failed   integer[];
+  msgs     jsonb[];
+  p        pgrun.jobs;
 begin
-  -- A child finishing is the parent's sign of life for the timeout rule
-  -- (fail_overdue): a parent past its timeout is spared while children keep finishing.
-  update pgrun.jobs
-  set heartbeat_at = v_now,
-      progress_current = progress_current + case when ok then 1 else 0 end,
-      children_failed = children_failed + case when ok then 0 else 1 end,
-      child_errors = case when ok or msg = any (child_errors) or cardinality(child_errors) >= 3
-                          then child_errors else child_errors || msg end
-  where id = child.parent_id and status = 'waiting'
-  returning * into p;
-  if not found then
-    return; -- the parent already finished (failed early, or cancelled)
+  -- Per parent: how many succeeded, how many did not, and the first three distinct
+  -- messages of the latter (enough to fill child_errors whatever it holds already).
+  with kids as materialized (
+    select k.parent_id, k.ok, k.msg, k.n
+    from unnest(parent_ids, oks, messages) with ordinality k(parent_id, ok, msg, n)
+  ), firsts as (
+    select d.parent_id, jsonb_agg(d.msg order by d.first) as msgs
+    from (select k.parent_id, k.msg, min(k.n) as first,
+                 row_number() over (partition by k.parent_id order by min(k.n)) as r
+          from kids k where not k.ok
+          group by k.parent_id, k.msg) d
+    where d.r <= 3
+    group by d.parent_id
+  )
+  select array_agg(a.parent_id order by a.parent_id), array_agg(a.ok order by a.parent_id),
+         array_agg(a.bad order by a.parent_id), array_agg(f.msgs order by a.parent_id)
+  into parents, done, failed, msgs
+  from (select k.parent_id, (count(*) filter (where k.ok))::integer as ok,
+               (count(*) filter (where not k.ok))::integer as bad
+        from kids k group by k.parent_id) a
+  left join firsts f on f.parent_id = a.parent_id;
+  if parents is null then
+    return;
   end if;
+  -- status is compared as text so that the parents go by primary key, not through
+  -- the partial index of every parked job.
+  perform 1 from pgrun.jobs x
+  where x.id = any (parents) and x.status::text = 'waiting'
+  order by x.id
+  for update;
+  for p in
+    update pgrun.jobs x
+    set heartbeat_at = v_now,
+        progress_current = x.progress_current + a.ok,
+        children_failed = x.children_failed + a.bad,
+        child_errors = case
+          when a.msgs is null or cardinality(x.child_errors) >= 3 then x.child_errors
+          else (select array_agg(u.m order by u.o)
+                from (select t.m, min(t.o) as o
+                      from unnest(x.child_errors || array(select jsonb_array_elements_text(a.msgs)))
+                           with ordinality t(m, o)
+                      group by t.m order by min(t.o) limit 3) u)
+        end
+    from unnest(parents, done, failed, msgs) a(parent_id, ok, bad, msgs)
+    where x.id = a.parent_id and x.status::text = 'waiting'
+    returning x.*
+  loop
+    perform pgrun.settle_parent(p, v_now);
+  end loop;
+end;
+$$;
+
+-- child_finished counts one finished child towards its waiting parent: the
+-- one-child form of children_finished, used when jobs are dispatched one at a time
+-- (the outbox, or a batch whose dispatch failed).
+create or replace function pgrun.child_finished(child pgrun.jobs)
+returns void
+language plpgsql
+set search_path = pgrun, pg_catalog
+as $$
+begin
+  perform pgrun.children_finished(array[child.parent_id], array[child.status in ('succeeded', 'skipped')],
+    array[coalesce(child.error ->> 'message', child.status::text)], pgrun.clock());
+end;
+$$;
+
+-- settle_parent finishes waiting parent p, as counted, if its children decided the
+-- outcome: failed as soon as the failed share reaches its failure_ratio (an event
+-- says why, and its unfinished children are cancelled), succeeded once every child
+-- finished (a DAG map node's result is its children's results in element order; a
+-- coordinator's result gains the counts). Otherwise, or if p is no longer waiting,
+-- nothing changes.
+create or replace function pgrun.settle_parent(p pgrun.jobs, v_now timestamptz)
+returns void
+language plpgsql
+set search_path = pgrun, pg_catalog
+as $$
+begin
   if p.children_failed > 0
      and p.children_failed::double precision / p.progress_total >= coalesce(p.failure_ratio, 1.0) then
     update pgrun.jobs
@@ -101,6 +180,9 @@ begin
                                     array_to_string(p.child_errors, '; ')),
                   'child_errors', to_jsonb(p.child_errors), 'at', v_now)
     where id = p.id and status = 'waiting';
+    if not found then
+      return;
+    end if;
     perform pgrun.add_event(p.id, 'job.failed', 'error',
       format('%s of %s children failed', p.children_failed, p.progress_total),
       jsonb_build_object('class', 'children_failed', 'final', true, 'child_errors', to_jsonb(p.child_errors)));
@@ -110,8 +192,6 @@ begin
   elsif p.progress_current + p.children_failed >= p.progress_total then
     update pgrun.jobs
     set status = 'succeeded', finished_at = v_now,
-        -- A DAG map node's output is its children's outputs in element order (fan-in);
-        -- a coordinator's result gains the children counts.
         result = case
           when p.run_id is not null then
             (select coalesce(jsonb_agg(c.result order by (c.meta ->> 'map_index')::integer), '[]')
