@@ -43,19 +43,45 @@ as $$
 $$;
 
 -- run_context is what references resolve against: {"input": ..., "NODE": {"output":
--- ..., "status": ...}, ...} for the run's finished nodes.
+-- ..., "status": ...}, ...} for the run's finished nodes; with heads, only the entries
+-- named there ("input" and node names: the first segments of the references a
+-- template holds; NULL for all), so that readying a node reads the outputs it refers
+-- to and not every finished node's.
+create or replace function pgrun.run_context(run_id bigint, heads text[])
+returns jsonb
+language sql
+stable
+set search_path = pgrun, pg_catalog
+as $$
+  select case when heads is null or 'input' = any (heads) then jsonb_build_object('input', r.input)
+              else '{}'::jsonb end
+      || coalesce((
+    select jsonb_object_agg(j.node, jsonb_build_object('output', j.result, 'status', j.status))
+    from pgrun.jobs j
+    where j.run_id = r.id and j.parent_id is null
+      and (heads is null or j.node = any (heads))
+      and j.status in ('succeeded', 'failed', 'cancelled', 'skipped')), '{}')
+  from pgrun.runs r where r.id = run_id
+$$;
+
+-- run_context without heads is the whole context.
 create or replace function pgrun.run_context(run_id bigint)
 returns jsonb
 language sql
 stable
 set search_path = pgrun, pg_catalog
 as $$
-  select jsonb_build_object('input', r.input) || coalesce((
-    select jsonb_object_agg(j.node, jsonb_build_object('output', j.result, 'status', j.status))
-    from pgrun.jobs j
-    where j.run_id = r.id and j.parent_id is null
-      and j.status in ('succeeded', 'failed', 'cancelled', 'skipped')), '{}')
-  from pgrun.runs r where r.id = run_id
+  select pgrun.run_context(run_id, null::text[])
+$$;
+
+-- node_spec returns the spec of node in spec, a workflow version's spec.
+create or replace function pgrun.node_spec(spec jsonb, node text)
+returns jsonb
+language sql
+immutable
+set search_path = pgrun, pg_catalog
+as $$
+  select n from jsonb_array_elements(spec -> 'nodes') n where n ->> 'name' = node
 $$;
 
 -- node_ready moves a pending node whose dependencies are all done on: skipped if its
@@ -68,9 +94,27 @@ returns void
 language plpgsql
 set search_path = pgrun, pg_catalog
 as $$
+begin
+  perform pgrun.node_ready(j, null);
+end;
+$$;
+
+-- node_ready with node_spec is node_ready for callers that have the node's spec at
+-- hand (NULL: looked up). References are resolved against the outputs they name only,
+-- and a node without references reads none.
+create or replace function pgrun.node_ready(j pgrun.jobs, node_spec jsonb)
+returns void
+language plpgsql
+set search_path = pgrun, pg_catalog
+as $$
 declare
-  nd     jsonb := pgrun.workflow_node(j.run_id, j.node);
-  ctx    jsonb := pgrun.run_context(j.run_id);
+  nd     jsonb := coalesce(node_spec, pgrun.workflow_node(j.run_id, j.node));
+  refs   jsonb := jsonb_build_array(nd -> 'args', nd -> 'skip_if', nd -> 'map');
+  -- Every reference and condition is an object key starting with $: without one in
+  -- the text there is nothing to look up.
+  heads  text[] := case when strpos(refs::text, '"$') = 0 then '{}'
+                        else array(select distinct split_part(p, '.', 1) from pgrun.workflow_refs(refs) p) end;
+  ctx    jsonb := case when cardinality(heads) > 0 then pgrun.run_context(j.run_id, heads) else '{}' end;
   v_now  timestamptz := pgrun.clock();
   items  jsonb;
   given  jsonb;
@@ -132,7 +176,7 @@ begin
     return;
   end if;
   update pgrun.jobs set status = 'queued', run_at = v_now,
-    args = pgrun.resolve(coalesce(nd -> 'args', '{}'), ctx)
+    args = case when nd ? 'args' then pgrun.resolve(nd -> 'args', ctx) else '{}' end
   where id = j.id and status = 'pending';
   perform pg_notify('pgrun_jobs', j.queue);
 end;
@@ -153,7 +197,7 @@ as $$
 declare
   w  pgrun.workflows;
   r  pgrun.runs;
-  j  pgrun.jobs;
+  x  record;
   t  text := pgrun.session_tenant(); -- the run's tenant (NULL with the mode off)
 begin
   select * into w from pgrun.workflows x where x.name = start_run.workflow order by version desc limit 1;
@@ -182,8 +226,13 @@ begin
          n ->> 'name', jsonb_array_length(coalesce(n -> 'deps', '[]')), n ->> 'model',
          (n ->> 'timeout')::interval, (n ->> 'max_attempts')::integer, (n ->> 'priority')::smallint, t
   from jsonb_array_elements(w.spec -> 'nodes') n;
-  for j in select * from pgrun.jobs x where x.run_id = r.id and x.deps_remaining = 0 order by id loop
-    perform pgrun.node_ready(j);
+  for x in
+    select j as job, n as spec
+    from pgrun.jobs j join jsonb_array_elements(w.spec -> 'nodes') n on n ->> 'name' = j.node
+    where j.run_id = r.id and j.deps_remaining = 0
+    order by j.id
+  loop
+    perform pgrun.node_ready(x.job, x.spec);
   end loop;
   select * into r from pgrun.runs x where x.id = r.id;
   return r;
@@ -239,9 +288,10 @@ set search_path = pgrun, pg_catalog
 as $$
 declare
   r       pgrun.runs;
+  spec    jsonb;
   nd      jsonb;
   passed  boolean;
-  d       pgrun.jobs;
+  d       record;
   todo    bigint;
   c       pgrun.jobs;
   bad     pgrun.jobs;
@@ -251,7 +301,8 @@ begin
   if not found or r.status <> 'running' then
     return;
   end if;
-  nd := pgrun.workflow_node(j.run_id, j.node);
+  select w.spec into spec from pgrun.workflows w where w.name = r.workflow and w.version = r.version;
+  nd := pgrun.node_spec(spec, j.node);
   passed := pgrun.node_passed(j.status, j.error, coalesce((nd ->> 'optional')::boolean, false));
 
   if not passed then
@@ -284,12 +335,15 @@ begin
   for d in
     update pgrun.jobs x
     set deps_remaining = x.deps_remaining - 1
-    where x.run_id = r.id and x.parent_id is null and x.status = 'pending'
-      and x.node in (select pgrun.node_dependents(r, j.node))
-    returning x.*
+    from jsonb_array_elements(spec -> 'nodes') n
+    -- status as text: as "status = 'pending'" the planner may AND the run's few rows
+    -- with the partial index of every parked job.
+    where x.run_id = r.id and x.parent_id is null and x.status::text = 'pending'
+      and n -> 'deps' ? j.node and x.node = n ->> 'name'
+    returning x as job, n as spec
   loop
-    if d.deps_remaining = 0 then
-      perform pgrun.node_ready(d);
+    if (d.job).deps_remaining = 0 then
+      perform pgrun.node_ready(d.job, d.spec);
     end if;
   end loop;
 
