@@ -33,89 +33,114 @@ begin
 end;
 $$;
 
--- dispatch_finished applies the consequences of the finished jobs ids (children and
--- DAG nodes) as one set, once each: the jobs whose dispatched_at is still NULL are
--- marked, their children are counted towards their parents together
--- (children_finished: each parent's row is locked and written once, however many of
--- its children are in ids), and the DAG nodes are released one after the other in id
--- order (node_finished). Raises whatever a consequence raises; the caller then falls
--- back to one dispatch per job. Sequential scans are off here: for "id = any (ids)"
--- with a thousand ids the planner reads a whole jobs table of 60,000 cached rows
--- (10 ms) rather than probe the primary key (1 ms), and the table only grows.
-create or replace function pgrun.dispatch_finished(ids bigint[])
+-- dispatch_finished applies the consequences of the workflow jobs (children and DAG
+-- nodes) that one statement finished, as one set. The children, described by element
+-- i of parent_ids, oks (succeeded or skipped) and messages, are counted towards their
+-- parents together (children_finished: each parent's row is locked and written once,
+-- however many of its children are in the set); then the DAG nodes are released one
+-- after the other in id order (node_finished). The jobs are already marked dispatched
+-- (jobs_before_finish). Raises whatever a consequence raises; the caller then falls
+-- back to one dispatch per job.
+drop function if exists pgrun.dispatch_finished(bigint[]); -- the form before transition tables
+create or replace function pgrun.dispatch_finished(
+  parent_ids  bigint[],
+  oks         boolean[],
+  messages    text[],
+  nodes       bigint[]
+)
 returns void
 language plpgsql
 set search_path = pgrun, pg_catalog
-set enable_seqscan = off
 as $$
 declare
-  v_now     timestamptz := pgrun.clock();
-  parents   bigint[];
-  oks       boolean[];
-  messages  text[];
-  nodes     bigint[];
-  j         pgrun.jobs;
+  j  pgrun.jobs;
 begin
-  with marked as (
-    update pgrun.jobs x
-    set dispatched_at = v_now
-    where x.id = any (ids) and x.dispatched_at is null
-      and x.status in ('succeeded', 'failed', 'cancelled', 'skipped')
-    returning x.id, x.parent_id, x.run_id, x.status, x.error ->> 'message' as message
-  )
-  select array_agg(m.parent_id order by m.id) filter (where m.parent_id is not null),
-         array_agg(m.status in ('succeeded', 'skipped') order by m.id) filter (where m.parent_id is not null),
-         array_agg(coalesce(m.message, m.status::text) order by m.id) filter (where m.parent_id is not null),
-         array_agg(m.id order by m.id) filter (where m.run_id is not null)
-  into parents, oks, messages, nodes
-  from marked m;
-  if parents is not null then
-    perform pgrun.children_finished(parents, oks, messages, v_now);
+  if parent_ids is not null then
+    perform pgrun.children_finished(parent_ids, oks, messages, pgrun.clock());
   end if;
-  for j in
-    select * from pgrun.jobs x where x.id = any (nodes) order by x.id
-  loop
-    perform pgrun.node_finished(j);
-  end loop;
+  if nodes is not null then
+    for j in select * from pgrun.jobs x where x.id = any (nodes) order by x.id loop
+      perform pgrun.node_finished(j);
+    end loop;
+  end if;
 end;
 $$;
+
+-- jobs_before_finish marks a workflow job (a child or a DAG node) dispatched in the
+-- very write that finishes it, rather than with a second write of the row: its
+-- consequences are applied at the end of that statement (jobs_after_finish), in the
+-- same transaction, or the mark is taken back and the dispatch goes to the outbox.
+create or replace function pgrun.jobs_before_finish()
+returns trigger
+language plpgsql
+set search_path = pgrun, pg_catalog
+as $$
+begin
+  -- Checked here, not in the trigger's WHEN: a WHEN on dispatched_at would keep
+  -- migration 0002's down step from dropping the column.
+  if new.dispatched_at is null then
+    new.dispatched_at := coalesce(new.finished_at, pgrun.clock());
+  end if;
+  return new;
+end;
+$$;
+
+drop trigger if exists jobs_before_finish on pgrun.jobs;
+create trigger jobs_before_finish
+  before update of status on pgrun.jobs
+  for each row
+  when (new.status in ('succeeded', 'failed', 'cancelled', 'skipped')
+        and old.status not in ('succeeded', 'failed', 'cancelled', 'skipped')
+        and (new.parent_id is not null or new.run_id is not null))
+  execute function pgrun.jobs_before_finish();
 
 -- jobs_after_finish dispatches the workflow jobs (children and DAG nodes) that an
 -- UPDATE statement finished, once per statement: the moment they finish, in the
 -- transaction that finished them, as one set (dispatch_finished), so that a batch of
--- completions updates each parent once. If the set fails, each job is dispatched on
--- its own, and a job whose dispatch fails is queued in the outbox with the error; its
--- finish commits all the same. Every UPDATE of pgrun.jobs runs it; one that finished
--- no workflow job costs a scan of its new rows.
+-- completions updates each parent once. If the set fails, the marks are taken back and
+-- each job is dispatched on its own; a job whose dispatch fails is queued in the
+-- outbox with the error, and its finish commits all the same. Every UPDATE of
+-- pgrun.jobs runs it; one that finished no workflow job costs a scan of its new rows.
 create or replace function pgrun.jobs_after_finish()
 returns trigger
 language plpgsql
 set search_path = pgrun, pg_catalog
 as $$
 declare
-  ids  bigint[];
-  job  bigint;
+  ids       bigint[];
+  parents   bigint[];
+  oks       boolean[];
+  messages  text[];
+  nodes     bigint[];
+  job       bigint;
 begin
   -- The new rows first (cheap); the old ones only for candidates, to keep the jobs
-  -- that moved into a final status in this statement.
+  -- that this statement moved into a final status and marked (jobs_before_finish).
   if not exists (select 1 from finished_new n
-                 where n.status in ('succeeded', 'failed', 'cancelled', 'skipped')
-                   and n.dispatched_at is null
+                 where n.dispatched_at is not null
+                   and n.status in ('succeeded', 'failed', 'cancelled', 'skipped')
                    and (n.parent_id is not null or n.run_id is not null)) then
     return null;
   end if;
-  select array_agg(n.id order by n.id) into ids
+  -- Scalars only: an array of whole rows costs more to build than the fan-in itself.
+  select array_agg(n.id order by n.id),
+         array_agg(n.parent_id order by n.id) filter (where n.parent_id is not null),
+         array_agg(n.status in ('succeeded', 'skipped') order by n.id) filter (where n.parent_id is not null),
+         array_agg(coalesce(n.error ->> 'message', n.status::text) order by n.id) filter (where n.parent_id is not null),
+         array_agg(n.id order by n.id) filter (where n.run_id is not null)
+  into ids, parents, oks, messages, nodes
   from finished_new n join finished_old o on o.id = n.id
   where n.status in ('succeeded', 'failed', 'cancelled', 'skipped')
     and o.status not in ('succeeded', 'failed', 'cancelled', 'skipped')
-    and n.dispatched_at is null
-    and (n.parent_id is not null or n.run_id is not null);
+    and (n.parent_id is not null or n.run_id is not null)
+    and n.dispatched_at is not null and o.dispatched_at is null;
   if ids is null then
     return null;
   end if;
   begin
-    perform pgrun.dispatch_finished(ids);
+    perform pgrun.dispatch_finished(parents, oks, messages, nodes);
   exception when others then
+    update pgrun.jobs x set dispatched_at = null where x.id = any (ids);
     foreach job in array ids loop
       begin
         perform pgrun.dispatch(job);
@@ -130,8 +155,8 @@ begin
 end;
 $$;
 
--- One trigger per statement, not per row: transition tables cannot be combined with
--- a column list, so it fires for every UPDATE and filters the rows itself.
+-- Per statement, not per row: transition tables cannot be combined with a column
+-- list, so it fires for every UPDATE and filters the rows itself.
 drop trigger if exists jobs_after_finish on pgrun.jobs;
 create trigger jobs_after_finish
   after update on pgrun.jobs
