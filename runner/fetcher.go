@@ -19,6 +19,7 @@ type fetcher struct {
 	freedCh chan struct{}
 	busy    int  // executions started and not yet finished; owned by run
 	backlog bool // the last claim came back full: more jobs are likely waiting
+	resume  resumer
 }
 
 func newFetcher(r *Runner, queue string, slots int) *fetcher {
@@ -67,6 +68,7 @@ func (f *fetcher) run(ctx context.Context) {
 			return
 		case <-f.wakeCh:
 		case <-poll.C:
+			f.resume.polled()
 		case <-f.freedCh:
 			f.busy--
 			if !f.gather(ctx) {
@@ -118,7 +120,11 @@ func (f *fetcher) gather(ctx context.Context) bool {
 func (f *fetcher) fill(ctx context.Context) error {
 	for f.busy < f.slots {
 		n := min(f.slots-f.busy, f.r.cfg.MaxClaim)
-		jobs, err := f.claim(ctx, n)
+		after := f.resume.next()
+		began := time.Now()
+		jobs, err := f.claim(ctx, n, after)
+		f.resume.claimed(jobs, err)
+		f.r.log.Debug("claimed", "queue", f.queue, "asked", n, "got", len(jobs), "resumed", after != nil, "took", time.Since(began))
 		if err != nil {
 			return err
 		}
@@ -140,8 +146,14 @@ func (f *fetcher) fill(ctx context.Context) error {
 // wait for their leases to run out.
 const claimTimeout = 30 * time.Second
 
-func (f *fetcher) claim(ctx context.Context, n int) ([]*pgrun.Job, error) {
+func (f *fetcher) claim(ctx context.Context, n int, after *claimKey) ([]*pgrun.Job, error) {
 	var jobs []*pgrun.Job
+	var afterPriority *int16
+	var afterRunAt *time.Time
+	var afterID *int64
+	if after != nil {
+		afterPriority, afterRunAt, afterID = &after.priority, &after.runAt, &after.id
+	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
 	defer cancel()
 	err := withRetry(cctx, func(cctx context.Context) error {
@@ -150,8 +162,9 @@ func (f *fetcher) claim(ctx context.Context, n int) ([]*pgrun.Job, error) {
 		}
 		ctx := cctx
 		rows, err := f.r.pool.Query(ctx, `select `+pgrun.JobColumns+`
-			from pgrun.claim_jobs($1, $2, $3, $4, $5, $6)`,
-			f.queue, f.r.cfg.WorkerID, n, f.r.leaseArg(), f.r.models(), f.r.handledKinds())
+			from pgrun.claim_jobs($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+			f.queue, f.r.cfg.WorkerID, n, f.r.leaseArg(), f.r.models(), f.r.handledKinds(),
+			afterPriority, afterRunAt, afterID)
 		if err != nil {
 			return err
 		}

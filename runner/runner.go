@@ -444,11 +444,13 @@ func (r *Runner) inFlight() int {
 }
 
 // wake nudges queue's fetcher (a notification arrived or a slot freed up).
-func (r *Runner) wake(queue string) {
+func (r *Runner) wake(payload string) {
+	queue, key := parseWake(payload)
 	r.mu.Lock()
 	f := r.fetchers[queue]
 	r.mu.Unlock()
 	if f != nil {
+		f.resume.notified(key)
 		f.wake()
 	}
 }
@@ -458,6 +460,7 @@ func (r *Runner) wakeAll() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, f := range r.fetchers {
+		f.resume.notified(nil) // what was missed may sort anywhere
 		f.wake()
 	}
 }

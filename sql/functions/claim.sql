@@ -7,7 +7,9 @@
 -- handlers for, so a job nobody handles stays queued and is counted in
 -- queue_stats.unhandled instead of failing on a worker that cannot run it), and returns them running with attempt incremented (the new attempt is the
 -- claim token every later transition must present) and a lease of the given length
--- (NULL: the queue's default_lease, else 30 seconds).
+-- (NULL: the queue's default_lease, else 30 seconds). after_priority, after_run_at
+-- and after_id (the key of the last job this worker claimed) let the scan resume
+-- there instead of at the queue's start; see below.
 -- Rows locked by another claimer are skipped (FOR UPDATE SKIP LOCKED), so concurrent
 -- claimers never block each other and never receive the same job. Returns no rows
 -- for a paused queue, for a worker whose host an operator set to drain or off for the
@@ -36,12 +38,15 @@
 drop function if exists pgrun.claim_jobs(text, text, integer, interval, text[]);
 drop function if exists pgrun.claim_jobs(text, text, integer, interval, text[], text[]);
 create or replace function pgrun.claim_jobs(
-  queue   text,
-  worker  text,
-  n       integer default 1,
-  lease   interval default null,
-  models  text[] default null,
-  kinds   text[] default null
+  queue           text,
+  worker          text,
+  n               integer default 1,
+  lease           interval default null,
+  models          text[] default null,
+  kinds           text[] default null,
+  after_priority  smallint default null,
+  after_run_at    timestamptz default null,
+  after_id        bigint default null
 )
 returns setof pgrun.jobs
 language plpgsql
@@ -53,7 +58,7 @@ declare
   v_left    integer := n;
   v_got     integer;
   v_total   integer := 0;
-  v_warm    boolean;
+  v_pass    text;
   v_running integer;
   q         pgrun.queues;
   v_ids     bigint[];
@@ -71,6 +76,10 @@ begin
   if lease <= interval '0' then
     raise exception 'lease % is not positive', lease
       using errcode = '22023', hint = 'Pass a lease such as ''30 seconds'', or NULL for the queue''s default.';
+  end if;
+  if (after_id is null) <> (after_priority is null) or (after_id is null) <> (after_run_at is null) then
+    raise exception 'after_priority, after_run_at and after_id go together'
+      using errcode = '22023', hint = 'Pass all three (the key of the last job claimed) or none.';
   end if;
 
   -- The queue's policy; then, in one look-up, the operator's control of this
@@ -138,9 +147,19 @@ begin
     returning j.*;
     get diagnostics v_total = row_count;
   else
-    -- With models, a first pass takes jobs whose model is warm here among those of
-    -- the most urgent priority this worker may take; the second pass (or the only
-    -- one) takes any due job in order.
+    -- With models, a first pass ("warm") takes jobs whose model is warm here among
+    -- those of the most urgent priority this worker may take; the second pass
+    -- ("any") takes any due job in order.
+    --
+    -- With after_* (the key of the last job this worker claimed, and no models), the
+    -- scan resumes after that key instead of starting at the queue's first entry:
+    -- the entries before it belong to jobs already claimed, which stay in the index
+    -- as dead entries until vacuum removes them, and with a snapshot held somewhere
+    -- (a long report, a replica's feedback) vacuum cannot, so a scan from the start
+    -- steps over every job claimed since. A first pass ("urgent") still looks at the
+    -- more urgent priorities from their start; a job that became due below the key
+    -- within its priority is found by the runner's next scan without after_* (it
+    -- drops the key when a notification names a lower one, and now and then anyway).
     if coalesce(cardinality(models), 0) > 0 then
       select c.priority into v_top from pgrun.jobs c
       where c.status = 'queued' and c.queue = claim_jobs.queue and c.run_at <= v_now
@@ -149,21 +168,55 @@ begin
       order by c.priority, c.run_at, c.id
       limit 1;
     end if;
-    foreach v_warm in array case when v_top is not null then array[true, false] else array[false] end loop
+    foreach v_pass in array case when v_top is not null then array['warm', 'any']
+                                 when after_id is not null and models is null then array['urgent', 'after']
+                                 else array['any'] end loop
+      -- One statement per pass, so that each keeps its own index range.
+      if v_pass = 'warm' then
+        v_ids := array(
+          select c.id from pgrun.jobs c
+          where c.status = 'queued' and c.queue = claim_jobs.queue and c.run_at <= v_now
+            and (kinds is null or c.kind = any (kinds))
+            and c.priority = v_top and c.model = any (models)
+          order by c.priority, c.run_at, c.id
+          limit v_left
+          for update skip locked);
+      elsif v_pass = 'urgent' then
+        continue when after_priority <= 0;
+        v_ids := array(
+          select c.id from pgrun.jobs c
+          where c.status = 'queued' and c.queue = claim_jobs.queue and c.run_at <= v_now
+            and (kinds is null or c.kind = any (kinds))
+            and c.priority < after_priority
+            and (c.model is null or pgrun.may_take_cold(c, worker, models, v_servable, v_now, v_wait))
+          order by c.priority, c.run_at, c.id
+          limit v_left
+          for update skip locked);
+      elsif v_pass = 'after' then
+        v_ids := array(
+          select c.id from pgrun.jobs c
+          where c.status = 'queued' and c.queue = claim_jobs.queue and c.run_at <= v_now
+            and (kinds is null or c.kind = any (kinds))
+            and (c.priority, c.run_at, c.id) > (after_priority, after_run_at, after_id)
+            and (c.model is null or pgrun.may_take_cold(c, worker, models, v_servable, v_now, v_wait))
+          order by c.priority, c.run_at, c.id
+          limit v_left
+          for update skip locked);
+      else
+        v_ids := array(
+          select c.id from pgrun.jobs c
+          where c.status = 'queued' and c.queue = claim_jobs.queue and c.run_at <= v_now
+            and (kinds is null or c.kind = any (kinds))
+            and (c.model is null or pgrun.may_take_cold(c, worker, models, v_servable, v_now, v_wait))
+          order by c.priority, c.run_at, c.id
+          limit v_left
+          for update skip locked);
+      end if;
       return query
       update pgrun.jobs j
       set status = 'running', attempt = j.attempt + 1, claimed_by = worker,
           lease_expires_at = v_now + lease, started_at = v_now, heartbeat_at = null
-      where j.id = any (array(
-          select c.id from pgrun.jobs c
-          where c.status = 'queued' and c.queue = claim_jobs.queue and c.run_at <= v_now
-            and (kinds is null or c.kind = any (kinds))
-            and (case when v_warm then c.priority = v_top and c.model = any (models)
-                      else c.model is null
-                           or pgrun.may_take_cold(c, worker, models, v_servable, v_now, v_wait) end)
-          order by c.priority, c.run_at, c.id
-          limit v_left
-          for update skip locked))
+      where j.id = any (v_ids)
       returning j.*;
       get diagnostics v_got = row_count;
       v_left := v_left - v_got;

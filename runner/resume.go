@@ -1,0 +1,123 @@
+package runner
+
+import (
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pgrun/pgrun"
+)
+
+// claimKey orders jobs as claim_jobs hands them out: priority, run_at, id.
+type claimKey struct {
+	priority int16
+	runAt    time.Time
+	id       int64
+}
+
+func (a claimKey) less(b claimKey) bool {
+	if a.priority != b.priority {
+		return a.priority < b.priority
+	}
+	if !a.runAt.Equal(b.runAt) {
+		return a.runAt.Before(b.runAt)
+	}
+	return a.id < b.id
+}
+
+// lastKey is the greatest key of jobs, or nil if there are none.
+func lastKey(jobs []*pgrun.Job) *claimKey {
+	var last *claimKey
+	for _, j := range jobs {
+		k := claimKey{priority: j.Priority, runAt: j.RunAt, id: j.ID}
+		if last == nil || last.less(k) {
+			last = &k
+		}
+	}
+	return last
+}
+
+// parseWake splits a pgrun_jobs payload, "queue" or "queue priority run_at_us id",
+// into the queue and the key no notified job sorts before (nil if the payload has
+// none, or one that does not parse: a notification is only a hint).
+func parseWake(payload string) (string, *claimKey) {
+	queue, rest, ok := strings.Cut(payload, " ")
+	if !ok {
+		return queue, nil
+	}
+	f := strings.Fields(rest)
+	if len(f) != 3 {
+		return queue, nil
+	}
+	p, err1 := strconv.ParseInt(f[0], 10, 16)
+	us, err2 := strconv.ParseInt(f[1], 10, 64)
+	id, err3 := strconv.ParseInt(f[2], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return queue, nil
+	}
+	return queue, &claimKey{priority: int16(p), runAt: time.UnixMicro(us), id: id}
+}
+
+// resumeEvery is how many polls a fetcher claims after its last key before it scans
+// its queue from the start again: a job put back, or one that became due, below the
+// key is noticed by a notification without a key (which drops the key at once) or by
+// this scan at the latest.
+const resumeEvery = 10
+
+// resumer keeps the key a fetcher's next claim resumes after (claim_jobs'
+// after_*). With a large backlog, a claim from the queue's start would step over the
+// index entries of every job claimed since the last vacuum, a growing cost (and an
+// unbounded one while a long transaction holds vacuum back); resuming after the last
+// key claimed steps over none. Notifications may lower the key or drop it.
+type resumer struct {
+	key   *claimKey // owned by the fetcher's goroutine
+	polls int
+
+	mu     sync.Mutex
+	rewind bool      // drop the key before the next claim
+	lowest *claimKey // the lowest key notified since the last claim
+}
+
+// notified records a notification's key (nil: none, so drop the key).
+func (r *resumer) notified(k *claimKey) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if k == nil {
+		r.rewind = true
+	} else if r.lowest == nil || k.less(*r.lowest) {
+		r.lowest = k
+	}
+}
+
+// polled counts a poll; every resumeEvery-th drops the key.
+func (r *resumer) polled() {
+	r.polls++
+	if r.polls%resumeEvery == 0 {
+		r.key = nil
+	}
+}
+
+// next returns the key to claim after (nil: from the start), applying what was
+// notified since the last claim.
+func (r *resumer) next() *claimKey {
+	r.mu.Lock()
+	rewind, lowest := r.rewind, r.lowest
+	r.rewind, r.lowest = false, nil
+	r.mu.Unlock()
+	if rewind || (lowest != nil && r.key != nil && !r.key.less(*lowest)) {
+		r.key = nil
+	}
+	return r.key
+}
+
+// claimed moves the key past jobs; a failed claim (err) drops it.
+func (r *resumer) claimed(jobs []*pgrun.Job, err error) {
+	if err != nil {
+		r.key = nil
+		return
+	}
+	if k := lastKey(jobs); k != nil && (r.key == nil || r.key.less(*k)) {
+		r.key = k
+	}
+}

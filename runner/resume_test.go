@@ -1,0 +1,61 @@
+package runner
+
+import (
+	"testing"
+	"time"
+
+	"github.com/pgrun/pgrun"
+)
+
+func TestParseWake(t *testing.T) {
+	q, k := parseWake("images")
+	if q != "images" || k != nil {
+		t.Fatalf("bare queue: %q %v", q, k)
+	}
+	q, k = parseWake("images 3 1700000000123456 42")
+	if q != "images" || k == nil || k.priority != 3 || k.id != 42 || !k.runAt.Equal(time.UnixMicro(1700000000123456)) {
+		t.Fatalf("keyed: %q %+v", q, k)
+	}
+	if q, k = parseWake("images 3 x 42"); q != "images" || k != nil {
+		t.Fatalf("a key that does not parse is no key: %q %v", q, k)
+	}
+}
+
+func TestResumerDropsItsKey(t *testing.T) {
+	at := time.Unix(1000, 0)
+	job := func(p int16, sec int64, id int64) *pgrun.Job {
+		return &pgrun.Job{Priority: p, RunAt: time.Unix(sec, 0), ID: id}
+	}
+	var r resumer
+	if r.next() != nil {
+		t.Fatal("a new resumer scans from the start")
+	}
+	r.claimed([]*pgrun.Job{job(1, 1000, 7), job(1, 1000, 9), job(0, 2000, 3)}, nil)
+	if k := r.next(); k == nil || k.priority != 1 || k.id != 9 || !k.runAt.Equal(at) {
+		t.Fatalf("the greatest key claimed: %+v", k)
+	}
+	r.notified(&claimKey{priority: 1, runAt: at.Add(time.Second), id: 10})
+	if r.next() == nil {
+		t.Fatal("a notification above the key keeps it")
+	}
+	r.notified(&claimKey{priority: 1, runAt: at, id: 8})
+	if r.next() != nil {
+		t.Fatal("a notification below the key drops it")
+	}
+	r.claimed([]*pgrun.Job{job(1, 1000, 9)}, nil)
+	r.notified(nil)
+	if r.next() != nil {
+		t.Fatal("a notification without a key drops it")
+	}
+	r.claimed([]*pgrun.Job{job(1, 1000, 9)}, nil)
+	for i := 1; i < resumeEvery; i++ {
+		r.polled()
+	}
+	if r.next() == nil {
+		t.Fatal("kept until the resumeEvery-th poll")
+	}
+	r.polled()
+	if r.next() != nil {
+		t.Fatal("dropped at the resumeEvery-th poll")
+	}
+}
