@@ -29,12 +29,28 @@ type benchResult struct {
 	LatencyJobs   int     `json:"latency_jobs"`
 	LatencyP50MS  float64 `json:"latency_p50_ms"`
 	LatencyP99MS  float64 `json:"latency_p99_ms"`
+	// FirstTenthPerSec and LastTenthPerSec are the burn-down's rate over its first and
+	// last 10% of jobs: a claim path that slows as the backlog is consumed shows here.
+	FirstTenthPerSec float64 `json:"first_tenth_per_sec"`
+	LastTenthPerSec  float64 `json:"last_tenth_per_sec"`
+	Runners          int     `json:"runners"`
+}
+
+// benchOptions are the knobs of a burn-down bench.
+type benchOptions struct {
+	Jobs, Workers, LatencyJobs int
+	// Runners is how many runners share the queue, each with its own connection pool
+	// and worker id (as separate processes would), Workers slots each.
+	Runners int
+	Keep    bool
 }
 
 func newBenchCmd(g *globals) *cobra.Command {
 	var (
 		jobs, workers, latencyJobs int
-		runs, children             int
+		runs, children, runners    int
+		rate                       int
+		duration                   time.Duration
 		keep, asJSON, workflow     bool
 		cpuProfile                 string
 	)
@@ -44,7 +60,14 @@ func newBenchCmd(g *globals) *cobra.Command {
 		Long: `bench enqueues --jobs no-op jobs into a fresh queue, starts an in-process runner
 with --workers slots and times the burn-down. It then enqueues --latency-jobs jobs
 one at a time into the running runner and reports the enqueue-to-start latency
-(started_at - created_at, both taken by the database) at p50 and p99.
+(started_at - created_at, both taken by the database) at p50 and p99. The
+burn-down's rate over its first and last 10% of jobs is printed too: a claim path
+that slows as the backlog is consumed shows there. --runners N shares the queue
+between N runners, each with its own pool and worker id, as N processes would.
+
+With --rate, bench measures a steady state instead: it enqueues --rate jobs/s for
+--duration while the runner works, and reports the rates achieved and the
+enqueue-to-start latency at p50, p99 and p999.
 The bench queue's rows are deleted afterwards unless --keep is given.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -59,8 +82,11 @@ The bench queue's rows are deleted afterwards unless --keep is given.`,
 				}
 				defer pprof.StopCPUProfile()
 			}
-			if jobs < 1 || workers < 1 || latencyJobs < 0 {
-				return fmt.Errorf("--jobs and --workers must be at least 1 and --latency-jobs 0 or more")
+			if jobs < 1 || workers < 1 || latencyJobs < 0 || runners < 1 || runners > 64 {
+				return fmt.Errorf("--jobs and --workers must be at least 1, --latency-jobs 0 or more, --runners 1 to 64")
+			}
+			if rate < 0 || rate > 1_000_000 || duration <= 0 {
+				return fmt.Errorf("--rate must be 0 to 1000000 jobs/s and --duration positive")
 			}
 			ctx := cmd.Context()
 			pool, err := g.connect(ctx)
@@ -88,7 +114,23 @@ The bench queue's rows are deleted afterwards unless --keep is given.`,
 					res.Children, res.FanOutDeferMS, res.FanOutTotalSeconds, res.ChildrenPerSec)
 				return nil
 			}
-			res, err := bench(ctx, pool, cmd.ErrOrStderr(), jobs, workers, latencyJobs, keep)
+			if rate > 0 {
+				res, err := benchSteady(ctx, pool, cmd.ErrOrStderr(), rate, duration, workers)
+				if err != nil {
+					return err
+				}
+				out := cmd.OutOrStdout()
+				if asJSON {
+					return json.NewEncoder(out).Encode(res)
+				}
+				fmt.Fprintf(out, "steady state    %d jobs/s asked for %s, %.0f jobs/s enqueued, %.0f jobs/s started, %d workers\n",
+					res.Rate, duration, res.EnqueuedPerSec, res.StartedPerSec, res.Workers)
+				fmt.Fprintf(out, "start latency   p50 %.2f ms, p99 %.2f ms, p999 %.2f ms (%d jobs)\n",
+					res.P50MS, res.P99MS, res.P999MS, res.Jobs)
+				return nil
+			}
+			res, err := bench(ctx, pool, cmd.ErrOrStderr(), benchOptions{Jobs: jobs, Workers: workers,
+				LatencyJobs: latencyJobs, Runners: runners, Keep: keep}, g.connect)
 			if err != nil {
 				return err
 			}
@@ -98,9 +140,10 @@ The bench queue's rows are deleted afterwards unless --keep is given.`,
 				enc.SetIndent("", "  ")
 				return enc.Encode(res)
 			}
-			fmt.Fprintf(out, "jobs            %d no-op jobs, %d workers\n", res.Jobs, res.Workers)
+			fmt.Fprintf(out, "jobs            %d no-op jobs, %d runner(s) of %d workers\n", res.Jobs, res.Runners, res.Workers)
 			fmt.Fprintf(out, "enqueue         %.0f jobs/s\n", res.EnqueuePerSec)
-			fmt.Fprintf(out, "burn-down       %.2f s, %.0f jobs/s\n", res.BurnSeconds, res.JobsPerSec)
+			fmt.Fprintf(out, "burn-down       %.2f s, %.0f jobs/s (first 10%%: %.0f jobs/s, last 10%%: %.0f jobs/s)\n",
+				res.BurnSeconds, res.JobsPerSec, res.FirstTenthPerSec, res.LastTenthPerSec)
 			if res.LatencyJobs > 0 {
 				fmt.Fprintf(out, "start latency   p50 %.2f ms, p99 %.2f ms (%d jobs enqueued one by one)\n",
 					res.LatencyP50MS, res.LatencyP99MS, res.LatencyJobs)
@@ -117,16 +160,21 @@ The bench queue's rows are deleted afterwards unless --keep is given.`,
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write the runner's CPU profile to this file (go tool pprof)")
 	cmd.Flags().IntVar(&runs, "runs", 500, "with --workflow: chain runs to time")
 	cmd.Flags().IntVar(&children, "children", 10000, "with --workflow: children of the fan-out parent")
+	cmd.Flags().IntVar(&runners, "runners", 1, "runners sharing the queue, each with its own pool and worker id")
+	cmd.Flags().IntVar(&rate, "rate", 0, "steady state: enqueue this many jobs/s while the runner works, instead of a burn-down")
+	cmd.Flags().DurationVar(&duration, "duration", 10*time.Second, "with --rate: how long to enqueue")
 	return cmd
 }
 
 // benchEnqueueChunk is the batch size of the burn-down enqueue.
 const benchEnqueueChunk = 5000
 
-func bench(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, jobs, workers, latencyJobs int, keep bool) (*benchResult, error) {
+func bench(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, o benchOptions,
+	connect func(context.Context) (*pgxpool.Pool, error)) (*benchResult, error) {
+	jobs, workers, latencyJobs := o.Jobs, o.Workers, o.LatencyJobs
 	queue := fmt.Sprintf("bench.%d", time.Now().UnixNano())
-	res := &benchResult{Jobs: jobs, Workers: workers, LatencyJobs: latencyJobs}
-	if !keep {
+	res := &benchResult{Jobs: jobs, Workers: workers, LatencyJobs: latencyJobs, Runners: max(o.Runners, 1)}
+	if !o.Keep {
 		defer func() {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 			defer cancel()
@@ -155,16 +203,40 @@ func bench(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, jobs, wo
 	}
 	res.EnqueuePerSec = float64(jobs) / time.Since(start).Seconds()
 
-	r, stop := startQuietRunner(ctx, pool, map[string]runner.QueueConfig{queue: {Workers: workers}})
-	defer stop()
+	var fleet []*runner.Runner
+	for i := range res.Runners {
+		p := pool
+		if i > 0 { // the first runner shares the bench's pool; the others get their own
+			var err error
+			if p, err = connect(ctx); err != nil {
+				return nil, err
+			}
+			defer p.Close()
+		}
+		r, stop := startQuietRunner(ctx, p, map[string]runner.QueueConfig{queue: {Workers: workers}})
+		defer stop()
+		fleet = append(fleet, r)
+	}
+	completed := func() int64 {
+		var n int64
+		for _, r := range fleet {
+			n += r.Stats().Completed
+		}
+		return n
+	}
 
-	fmt.Fprintf(progress, "bench: burning down with %d workers\n", workers)
+	fmt.Fprintf(progress, "bench: burning down with %d runner(s) of %d workers\n", res.Runners, workers)
 	start = time.Now()
-	if err := waitCompleted(ctx, r, int64(jobs)); err != nil {
+	tenth := int64(max(jobs/10, 1))
+	marks, err := waitCompleted(ctx, completed, int64(jobs), tenth, int64(jobs)-tenth)
+	if err != nil {
 		return nil, err
 	}
 	res.BurnSeconds = time.Since(start).Seconds()
 	res.JobsPerSec = float64(jobs) / res.BurnSeconds
+	end := start.Add(time.Duration(res.BurnSeconds * float64(time.Second)))
+	res.FirstTenthPerSec = float64(tenth) / marks[0].Sub(start).Seconds()
+	res.LastTenthPerSec = float64(tenth) / end.Sub(marks[1]).Seconds()
 
 	if latencyJobs > 0 {
 		fmt.Fprintf(progress, "bench: measuring start latency over %d jobs\n", latencyJobs)
@@ -178,7 +250,7 @@ func bench(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, jobs, wo
 				first = j.ID
 			}
 		}
-		if err := waitCompleted(ctx, r, int64(jobs+latencyJobs)); err != nil {
+		if _, err := waitCompleted(ctx, completed, int64(jobs+latencyJobs)); err != nil {
 			return nil, err
 		}
 		err := pool.QueryRow(ctx, `
@@ -213,20 +285,30 @@ func waitQueueEmpty(ctx context.Context, pool *pgxpool.Pool, queue string) error
 	}
 }
 
-// waitCompleted waits until r has recorded n completions. It asks the runner, not
-// the database: counting a large backlog's rows every few milliseconds would cost the
-// database a share of the throughput being measured.
-func waitCompleted(ctx context.Context, r *runner.Runner, n int64) error {
+// waitCompleted waits until completed() reaches n and returns when it passed each
+// of marks. It asks the runners, not the database: counting a large backlog's rows
+// every few milliseconds would cost the database a share of the throughput being
+// measured.
+func waitCompleted(ctx context.Context, completed func() int64, n int64, marks ...int64) ([]time.Time, error) {
 	t := time.NewTicker(2 * time.Millisecond)
 	defer t.Stop()
-	for r.Stats().Completed < n {
+	passed := make([]time.Time, len(marks))
+	for {
+		c := completed()
+		for i, m := range marks {
+			if passed[i].IsZero() && c >= m {
+				passed[i] = time.Now()
+			}
+		}
+		if c >= n {
+			return passed, nil
+		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		case <-t.C:
 		}
 	}
-	return nil
 }
 
 // startQuietRunner runs an in-process runner with the built-ins and no logs (bench

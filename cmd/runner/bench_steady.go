@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/runner"
+)
+
+// steadyResult is what `runner bench --rate` measures.
+type steadyResult struct {
+	Rate           int     `json:"rate"`
+	Workers        int     `json:"workers"`
+	Jobs           int     `json:"jobs"`
+	EnqueuedPerSec float64 `json:"enqueued_per_sec"`
+	StartedPerSec  float64 `json:"started_per_sec"`
+	P50MS          float64 `json:"p50_ms"`
+	P99MS          float64 `json:"p99_ms"`
+	P999MS         float64 `json:"p999_ms"`
+}
+
+// steadyTick is how often the steady-state bench enqueues: every tick, one statement
+// with the jobs due by then, as a service taking requests would.
+const steadyTick = 5 * time.Millisecond
+
+// benchSteady enqueues rate jobs/s for d while a runner works the queue, then reports
+// the rates achieved and the enqueue-to-start latency (started_at - created_at, both
+// the database's clock) at p50, p99 and p999. Jobs are enqueued in small statements
+// every steadyTick, so a job waits for the runner, never for the bench.
+func benchSteady(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, rate int, d time.Duration, workers int) (*steadyResult, error) {
+	queue := fmt.Sprintf("bench.steady.%d", time.Now().UnixNano())
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		_, _ = pool.Exec(cctx, `delete from pgrun.jobs where queue = $1`, queue)
+		_, _ = pool.Exec(cctx, `delete from pgrun.queues where name = $1`, queue)
+	}()
+	r, stop := startQuietRunner(ctx, pool, map[string]runner.QueueConfig{queue: {Workers: workers}})
+	defer stop()
+
+	fmt.Fprintf(progress, "bench: enqueueing %d jobs/s for %s\n", rate, d)
+	res := &steadyResult{Rate: rate, Workers: workers}
+	start := time.Now()
+	tick := time.NewTicker(steadyTick)
+	defer tick.Stop()
+	for now := start; now.Sub(start) < d; now = <-tick.C {
+		due := int(float64(rate)*time.Since(start).Seconds()) - res.Jobs
+		if due <= 0 {
+			continue
+		}
+		specs := make([]pgrun.JobSpec, due)
+		for i := range specs {
+			specs[i] = pgrun.JobSpec{Kind: runner.KindNoop, Queue: queue}
+		}
+		if _, err := pgrun.EnqueueMany(ctx, pool, specs); err != nil {
+			return nil, err
+		}
+		res.Jobs += due
+	}
+	res.EnqueuedPerSec = float64(res.Jobs) / time.Since(start).Seconds()
+	if _, err := waitCompleted(ctx, func() int64 { return r.Stats().Completed }, int64(res.Jobs)); err != nil {
+		return nil, err
+	}
+	err := pool.QueryRow(ctx, `
+		select 1000 * percentile_cont(0.5) within group (order by extract(epoch from started_at - created_at)),
+		       1000 * percentile_cont(0.99) within group (order by extract(epoch from started_at - created_at)),
+		       1000 * percentile_cont(0.999) within group (order by extract(epoch from started_at - created_at)),
+		       count(*) / greatest(extract(epoch from max(started_at) - min(started_at)), 0.001)
+		from pgrun.jobs where queue = $1`, queue).Scan(&res.P50MS, &res.P99MS, &res.P999MS, &res.StartedPerSec)
+	if err != nil {
+		return nil, fmt.Errorf("latency: %w", err)
+	}
+	return res, nil
+}
