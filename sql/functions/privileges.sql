@@ -44,7 +44,9 @@ as $$
     'pause_queue', 'resume_queue', 'set_queue', 'set_schedule', 'drop_schedule', 'pause_schedule',
     'resume_schedule', 'set_worker_control', 'worker_modes', 'maintain', 'take_maintenance',
     'reap_expired_leases', 'fail_overdue', 'flag_dead_workers', 'forget_workers', 'prune_history',
-    'drain_outbox', 'fire_schedules', 'dispatch', 'set_tenant_mode', 'grant_tenant', 'revoke_tenant']
+    'drain_outbox', 'fire_schedules', 'dispatch', 'set_tenant_mode', 'grant_tenant', 'revoke_tenant',
+    -- the queue_stats view's numbers (every tenant's counts, no payload)
+    'queue_counts']
 $$;
 
 do $$
@@ -79,7 +81,8 @@ begin
                      enqueuer, worker, admin);
   -- Functions the views call (a view checks function privileges as its reader).
   return query select format('grant execute on function %s to %I, %I, %I', pgrun.qualified(p.oid), enqueuer, worker, admin)
-               from pg_proc p where p.pronamespace = 'pgrun'::regnamespace and p.proname = 'worker_alive';
+               from pg_proc p where p.pronamespace = 'pgrun'::regnamespace
+                 and p.proname in ('worker_alive', 'queue_counts', 'stats_exact_limit');
   -- enqueuer: its own fields of a job, and reading. (tenant: enqueue_jobs names it once
   -- per statement; row-level security holds it to the caller's own, and with the mode
   -- off jobs_after_insert refuses it.)

@@ -5,55 +5,14 @@
 drop view if exists pgrun.queue_stats, pgrun.active_jobs, pgrun.worker_status, pgrun.run_status, pgrun.host_status;
 
 -- queue_stats answers "how is each queue doing": jobs by state (queued means due now,
--- scheduled means queued for later), the age of the oldest due job, and what finished
--- in the last minute, and unhandled: due queued jobs of kinds that no live worker
--- serving the queue has a handler for (they wait for one; nothing fails them). Reads only the partial indexes of active jobs and the recent
--- part of the finished index, so it stays cheap on a large history. It counts every
--- tenant's jobs (with the engine's rights): numbers per queue, never a payload.
+-- scheduled means queued for later), the age of the oldest due job, what finished in
+-- the last minute, and unhandled: due queued jobs of kinds that no live worker serving
+-- the queue has a handler for (they wait for one; nothing fails them). Counts are
+-- exact up to stats_exact_limit() (10,000) and estimated beyond, with estimated set:
+-- stats.sql says how, and how close. It counts every tenant's jobs (with the engine's
+-- rights): numbers per queue, never a payload.
 create or replace view pgrun.queue_stats as
-select q.name as queue,
-       q.paused,
-       coalesce(a.queued, 0)    as queued,
-       coalesce(a.scheduled, 0) as scheduled,
-       coalesce(r.running, 0)   as running,
-       coalesce(p.pending, 0)   as pending,
-       coalesce(p.waiting, 0)   as waiting,
-       a.oldest_queued_age,
-       coalesce(f.succeeded_1m, 0) as succeeded_1m,
-       coalesce(f.failed_1m, 0)    as failed_1m,
-       coalesce(f.cancelled_1m, 0) as cancelled_1m,
-       coalesce(u.unhandled, 0) as unhandled
-from pgrun.queues q
-left join lateral (
-  select count(*) filter (where j.run_at <= now()) as queued,
-         count(*) filter (where j.run_at > now())  as scheduled,
-         now() - min(j.run_at) filter (where j.run_at <= now()) as oldest_queued_age
-  from pgrun.jobs j where j.queue = q.name and j.status = 'queued'
-) a on true
-left join lateral (
-  select count(*) as running from pgrun.jobs j where j.queue = q.name and j.status = 'running'
-) r on true
-left join lateral (
-  select count(*) filter (where j.status = 'pending') as pending,
-         count(*) filter (where j.status = 'waiting') as waiting
-  from pgrun.jobs j where j.queue = q.name and j.status in ('pending', 'waiting')
-) p on true
-left join lateral (
-  select count(*) filter (where j.status = 'succeeded') as succeeded_1m,
-         count(*) filter (where j.status = 'failed')    as failed_1m,
-         count(*) filter (where j.status = 'cancelled') as cancelled_1m
-  from pgrun.jobs j
-  where j.finished_at > now() - interval '1 minute' and j.queue = q.name
-) f on true
-left join lateral (
-  select sum(k.n)::bigint as unhandled
-  from (select j.kind, count(*) as n from pgrun.jobs j
-        where j.queue = q.name and j.status = 'queued' and j.run_at <= now()
-        group by j.kind) k
-  where not exists (select 1 from pgrun.workers w
-                    where pgrun.worker_alive(w, now()) and q.name = any (w.queues)
-                      and (w.kinds is null or k.kind = any (w.kinds)))
-) u on true;
+select * from pgrun.queue_counts();
 
 -- active_jobs lists what is running or parked right now, with progress. Like
 -- run_status, it reads with the reader's rights (security_invoker), so the tenant

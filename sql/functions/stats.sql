@@ -1,0 +1,165 @@
+-- stats.sql: queue_stats' numbers, in time that does not grow with the backlog.
+--
+-- Counting every queued row of a queue holding a million costs a second; an operator's
+-- dashboard asks every few seconds. So each number is counted exactly up to
+-- stats_exact_limit() rows and estimated beyond it, and the row says which:
+--   * queued, scheduled, running, pending, waiting and unhandled over the limit come
+--     from one TABLESAMPLE SYSTEM pass over about 20,000 rows of pgrun.jobs (pages
+--     picked at random), scaled up. Pages hold rows inserted together, so the error
+--     is larger than a row sample's: expect some ±10% on a count of 100,000 and better
+--     as counts grow; a count under the limit is never estimated.
+--   * oldest_queued_age is exact: the oldest due job is found per priority level
+--     (a loose index scan over the claim index), not by reading the backlog.
+--   * the last minute's finished counts go by the finished index in time order; past
+--     the limit they are extrapolated from the span the first rows cover.
+
+-- stats_exact_limit is how many rows queue_counts counts exactly per number.
+create or replace function pgrun.stats_exact_limit()
+returns integer
+language sql
+immutable
+set search_path = pgrun, pg_catalog
+as $$ select 10000 $$;
+
+-- queue_counts returns one row per queue for the queue_stats view (see above);
+-- estimated is true if any number of the row is an estimate. It runs as the engine:
+-- the counts are of every tenant's jobs, and carry no payload.
+create or replace function pgrun.queue_counts()
+returns table (queue text, paused boolean, queued bigint, scheduled bigint, running bigint,
+               pending bigint, waiting bigint, oldest_queued_age interval, succeeded_1m bigint,
+               failed_1m bigint, cancelled_1m bigint, unhandled bigint, estimated boolean)
+language plpgsql
+stable
+set search_path = pgrun, pg_catalog
+as $$
+#variable_conflict use_column
+declare
+  v_sample jsonb;            -- [{queue, status, due, kind, n}] of the sample, once taken
+  v_finished jsonb;          -- [{queue, status, n}] of the last minute's endings
+  cap      constant integer := pgrun.stats_exact_limit();
+  v_now    timestamptz := now();
+  q        pgrun.queues;
+  v_all    bigint;
+  v_due    bigint;
+  v_run    bigint;
+  v_pend   bigint;
+  v_wait   bigint;
+  v_unh    bigint;
+  v_est    boolean;
+  v_scale  double precision;   -- rows of pgrun.jobs per sampled row
+  v_finx   double precision := 1; -- finished counts' extrapolation factor
+  v_kinds  jsonb;
+begin
+  -- The last minute's endings, all queues at once, oldest first, at most
+  -- 4 * cap rows; past that, the counts are scaled by the minute over the span read.
+  with recent as (
+    select j.queue, j.status, j.finished_at from pgrun.jobs j
+    where j.finished_at > v_now - interval '1 minute'
+    order by j.finished_at
+    limit 4 * cap + 1
+  )
+  select case when count(*) > 4 * cap and max(r.finished_at) > v_now - interval '1 minute'
+              then 60 / greatest(extract(epoch from max(r.finished_at) - (v_now - interval '1 minute')), 0.001)
+              else 1 end,
+         (select coalesce(jsonb_agg(jsonb_build_object('queue', g.queue, 'status', g.status, 'n', g.n)), '[]')
+          from (select r2.queue, r2.status, count(*) as n from recent r2 group by 1, 2) g)
+  into v_finx, v_finished
+  from recent r;
+
+  for q in select * from pgrun.queues x order by x.name loop
+    v_est := v_finx <> 1;
+    -- Exact while small: each scan stops one row past the limit.
+    select count(*), count(*) filter (where x.run_at <= v_now)
+    into v_all, v_due
+    from (select j.run_at from pgrun.jobs j
+          where j.queue = q.name and j.status = 'queued' limit cap + 1) x;
+    select count(*) into v_run
+    from (select 1 from pgrun.jobs j where j.status = 'running' and j.queue = q.name limit cap + 1) x;
+    select count(*) filter (where x.status = 'pending'), count(*) filter (where x.status = 'waiting')
+    into v_pend, v_wait
+    from (select j.status from pgrun.jobs j
+          where j.queue = q.name and j.status in ('pending', 'waiting') limit cap + 1) x;
+    -- Unhandled: due jobs of kinds no live worker serving the queue handles.
+    if v_all <= cap then
+      select sum(k.n)::bigint into v_unh
+      from (select j.kind, count(*) as n from pgrun.jobs j
+            where j.queue = q.name and j.status = 'queued' and j.run_at <= v_now
+            group by j.kind) k
+      where not exists (select 1 from pgrun.workers w
+                        where pgrun.worker_alive(w, v_now) and q.name = any (w.queues)
+                          and (w.kinds is null or k.kind = any (w.kinds)));
+    end if;
+
+    if v_all > cap or v_run > cap or v_pend + v_wait > cap then
+      v_est := true;
+      if v_scale is null then
+        -- One sample for all queues, taken the first time a queue needs it.
+        select greatest(c.reltuples, 1) / 20000.0 into v_scale from pg_class c where c.oid = 'pgrun.jobs'::regclass;
+        v_scale := greatest(v_scale, 1);
+        -- The percentage is computed here, never a caller's value; TABLESAMPLE takes
+        -- an expression, so no SQL is built.
+        select coalesce(jsonb_agg(jsonb_build_object('queue', g.queue, 'status', g.status, 'due', g.due,
+                                                     'kind', g.kind, 'n', g.n)), '[]')
+        into v_sample
+        from (select j.queue, j.status, j.run_at <= v_now as due, j.kind, count(*) as n
+              from pgrun.jobs j tablesample system (least(100, 100 / v_scale))
+              where j.status in ('queued', 'running', 'pending', 'waiting')
+              group by 1, 2, 3, 4) g;
+      end if;
+      if v_all > cap then
+        select round(coalesce(sum(s.n) filter (where s.due), 0) * v_scale),
+               round(coalesce(sum(s.n), 0) * v_scale)
+        into v_due, v_all
+        from jsonb_to_recordset(v_sample) s(queue text, status pgrun.job_status, due boolean, kind text, n bigint) where s.queue = q.name and s.status = 'queued';
+        v_all := greatest(v_all, cap + 1);
+        select round(coalesce(sum(k.n), 0) * v_scale)::bigint into v_unh
+        from (select s.kind, sum(s.n) as n from jsonb_to_recordset(v_sample) s(queue text, status pgrun.job_status, due boolean, kind text, n bigint)
+              where s.queue = q.name and s.status = 'queued' and s.due group by s.kind) k
+        where not exists (select 1 from pgrun.workers w
+                          where pgrun.worker_alive(w, v_now) and q.name = any (w.queues)
+                            and (w.kinds is null or k.kind = any (w.kinds)));
+      end if;
+      if v_run > cap then
+        select greatest(round(coalesce(sum(s.n), 0) * v_scale), cap + 1) into v_run
+        from jsonb_to_recordset(v_sample) s(queue text, status pgrun.job_status, due boolean, kind text, n bigint) where s.queue = q.name and s.status = 'running';
+      end if;
+      if v_pend + v_wait > cap then
+        select round(coalesce(sum(s.n) filter (where s.status = 'pending'), 0) * v_scale),
+               round(coalesce(sum(s.n) filter (where s.status = 'waiting'), 0) * v_scale)
+        into v_pend, v_wait
+        from jsonb_to_recordset(v_sample) s(queue text, status pgrun.job_status, due boolean, kind text, n bigint) where s.queue = q.name;
+      end if;
+    end if;
+
+    queue := q.name;
+    paused := q.paused;
+    queued := v_due;
+    scheduled := greatest(v_all - v_due, 0);
+    running := v_run;
+    pending := v_pend;
+    waiting := v_wait;
+    unhandled := coalesce(v_unh, 0);
+    -- The oldest due job: the head of each priority level's run_at order.
+    with recursive levels(p) as (
+      select min(j.priority) from pgrun.jobs j where j.queue = q.name and j.status = 'queued'
+      union all
+      select (select min(j.priority) from pgrun.jobs j
+              where j.queue = q.name and j.status = 'queued' and j.priority > l.p)
+      from levels l where l.p is not null
+    )
+    select v_now - min(h.run_at) into oldest_queued_age
+    from levels l,
+         lateral (select j.run_at from pgrun.jobs j
+                  where j.queue = q.name and j.status = 'queued' and j.priority = l.p
+                  order by j.run_at limit 1) h
+    where l.p is not null and h.run_at <= v_now;
+    select coalesce(round(sum(f.n) filter (where f.status = 'succeeded') * v_finx), 0),
+           coalesce(round(sum(f.n) filter (where f.status = 'failed') * v_finx), 0),
+           coalesce(round(sum(f.n) filter (where f.status = 'cancelled') * v_finx), 0)
+    into succeeded_1m, failed_1m, cancelled_1m
+    from jsonb_to_recordset(v_finished) f(queue text, status pgrun.job_status, n bigint) where f.queue = q.name;
+    estimated := v_est;
+    return next;
+  end loop;
+end;
+$$;
