@@ -168,12 +168,13 @@ func TestEnqueueBatchTakesTheQueuesDefaults(t *testing.T) {
 	// The Go client: NoTimeout, an explicit timeout and the queue's.
 	jobs, err := pgrun.EnqueueMany(b.ctx, b.pool, []pgrun.JobSpec{
 		{Kind: "a", Queue: "slow", Timeout: pgrun.NoTimeout}, {Kind: "b", Queue: "slow", Timeout: time.Minute},
-		{Kind: "c", Queue: "slow"}})
+		{Kind: "c", Queue: "slow"}, {Kind: "d", Timeout: time.Nanosecond}})
 	require.NoError(t, err)
-	require.Len(t, jobs, 3)
+	require.Len(t, jobs, 4)
 	require.Nil(t, jobs[0].Timeout)
 	require.Equal(t, time.Minute, *jobs[1].Timeout)
 	require.Equal(t, 5*time.Minute, *jobs[2].Timeout)
+	require.Equal(t, time.Microsecond, *jobs[3].Timeout, "a positive timeout never rounds down to none")
 	for i, j := range jobs {
 		require.Equal(t, string(rune('a'+i)), j.Kind, "ids follow the specs' order")
 		if i > 0 {
