@@ -69,24 +69,34 @@ const resumeEvery = 10
 // after_*). With a large backlog, a claim from the queue's start would step over the
 // index entries of every job claimed since the last vacuum, a growing cost (and an
 // unbounded one while a long transaction holds vacuum back); resuming after the last
-// key claimed steps over none. Notifications may lower the key or drop it.
+// key claimed steps over none. A notification naming a key below it, of a job this
+// runner has not claimed, drops the key; so does one naming no key.
 type resumer struct {
 	key   *claimKey // owned by the fetcher's goroutine
 	polls int
 
-	mu     sync.Mutex
-	rewind bool      // drop the key before the next claim
-	lowest *claimKey // the lowest key notified since the last claim
+	mu      sync.Mutex
+	rewind  bool               // drop the key before the next claim
+	pending []claimKey         // keys notified since the last claim
+	recent  map[int64]struct{} // ids claimed lately: their notifications often arrive after the claim
 }
+
+// Bounds of resumer's memory: past maxPending notified keys it drops the key; it
+// remembers up to maxRecent claimed ids, then starts over.
+const (
+	maxPending = 256
+	maxRecent  = 8192
+)
 
 // notified records a notification's key (nil: none, so drop the key).
 func (r *resumer) notified(k *claimKey) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if k == nil {
+	switch {
+	case k == nil || len(r.pending) >= maxPending:
 		r.rewind = true
-	} else if r.lowest == nil || k.less(*r.lowest) {
-		r.lowest = k
+	default:
+		r.pending = append(r.pending, *k)
 	}
 }
 
@@ -99,19 +109,28 @@ func (r *resumer) polled() {
 }
 
 // next returns the key to claim after (nil: from the start), applying what was
-// notified since the last claim.
+// notified since the last claim. A notified key of a job claimed here names that job
+// (a single job's notification carries its own key), so it moves nothing; a key of a
+// statement of several jobs is the least of each part, an id no claim may have
+// returned, and drops the key if it sorts below.
 func (r *resumer) next() *claimKey {
 	r.mu.Lock()
-	rewind, lowest := r.rewind, r.lowest
-	r.rewind, r.lowest = false, nil
-	r.mu.Unlock()
-	if rewind || (lowest != nil && r.key != nil && !r.key.less(*lowest)) {
+	defer r.mu.Unlock()
+	rewind := r.rewind
+	for _, k := range r.pending {
+		if _, mine := r.recent[k.id]; !mine && r.key != nil && k.less(*r.key) {
+			rewind = true
+		}
+	}
+	r.rewind, r.pending = false, r.pending[:0]
+	if rewind {
 		r.key = nil
 	}
 	return r.key
 }
 
-// claimed moves the key past jobs; a failed claim (err) drops it.
+// claimed moves the key past jobs and remembers their ids; a failed claim (err) drops
+// the key.
 func (r *resumer) claimed(jobs []*pgrun.Job, err error) {
 	if err != nil {
 		r.key = nil
@@ -119,5 +138,13 @@ func (r *resumer) claimed(jobs []*pgrun.Job, err error) {
 	}
 	if k := lastKey(jobs); k != nil && (r.key == nil || r.key.less(*k)) {
 		r.key = k
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.recent == nil || len(r.recent)+len(jobs) > maxRecent {
+		r.recent = make(map[int64]struct{}, maxRecent)
+	}
+	for _, j := range jobs {
+		r.recent[j.ID] = struct{}{}
 	}
 }

@@ -38,6 +38,10 @@ func TestResumerDropsItsKey(t *testing.T) {
 	if r.next() == nil {
 		t.Fatal("a notification above the key keeps it")
 	}
+	r.notified(&claimKey{priority: 1, runAt: at, id: 7})
+	if r.next() == nil {
+		t.Fatal("a notification of a job claimed here keeps the key, even below it")
+	}
 	r.notified(&claimKey{priority: 1, runAt: at, id: 8})
 	if r.next() != nil {
 		t.Fatal("a notification below the key drops it")
