@@ -549,13 +549,19 @@ begin
   select * from ins
   union all
   -- Rows the insert skipped: their key's active holder (the CTE's snapshot does not
-  -- see the rows inserted above, so these are the pre-existing holders).
+  -- see the rows inserted above, so these are the pre-existing holders), looked up
+  -- only for the keys the insert did not take, in the tenant the skipped row would
+  -- have had (keys are per tenant; the rule of the insert above, t being
+  -- new_job_tenant(NULL)).
   select j.* from pgrun.jobs j
-  where j.unique_key in (select s.unique_key from spec s where s.unique_key is not null)
-    and j.status in ('pending', 'queued', 'running', 'waiting')
-    -- in the tenant the skipped row would have had (keys are per tenant)
-    and exists (select 1 from spec s where s.unique_key = j.unique_key
-                and j.tenant is not distinct from pgrun.new_job_tenant(s.parent_id))) r;
+  join (select s.unique_key, case when not mode then null
+                                  when s.parent_id is null then t
+                                  else (select p.tenant from pgrun.jobs p where p.id = s.parent_id) end as tenant
+        from spec s where s.unique_key is not null
+        except
+        select i.unique_key, i.tenant from ins i where i.unique_key is not null) k
+    on j.unique_key = k.unique_key and j.tenant is not distinct from k.tenant
+  where j.status in ('pending', 'queued', 'running', 'waiting')) r;
   return query select * from unnest(got);
   -- A key whose holder committed while this statement waited on it is in neither
   -- part above (the statement's snapshot predates the holder): enqueue_job, in a new
