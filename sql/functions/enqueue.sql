@@ -179,14 +179,23 @@ as $$
 declare
   q        text;
   tenants  boolean;
+  front    text;
 begin
-  for q, tenants in select n.queue, bool_or(n.tenant is not null) from new_rows n group by n.queue loop
+  -- The payload is the queue, a space, and a key no new job of it sorts before:
+  -- "priority run_at_microseconds id", each the statement's least (see docs/sql-api.md).
+  -- A runner resuming its claims after a key (claim_jobs' after_*) starts again from
+  -- the queue's start when the payload's key is below its own.
+  for q, tenants, front in
+    select n.queue, bool_or(n.tenant is not null),
+           format('%s %s %s', min(n.priority), (extract(epoch from min(n.run_at)) * 1000000)::bigint, min(n.id))
+    from new_rows n group by n.queue
+  loop
     if tenants and not pgrun.tenant_mode() and not pgrun.sees_all() then
       raise exception 'a job cannot name a tenant while the tenant mode is off'
         using errcode = '42501', hint = 'Leave tenant out; with the mode on, the engine sets it from your role.';
     end if;
     insert into pgrun.queues (name) values (q) on conflict do nothing;
-    perform pg_notify('pgrun_jobs', q);
+    perform pg_notify('pgrun_jobs', q || ' ' || front);
   end loop;
   return null;
 end;
