@@ -39,7 +39,7 @@ $$;
 -- parents together (children_finished: each parent's row is locked and written once,
 -- however many of its children are in the set); then the DAG nodes are released one
 -- after the other in id order (node_finished). The jobs are already marked dispatched
--- (jobs_before_finish). Raises whatever a consequence raises; the caller then falls
+-- (jobs_mark_dispatched). Raises whatever a consequence raises; the caller then falls
 -- back to one dispatch per job.
 drop function if exists pgrun.dispatch_finished(bigint[]); -- the form before transition tables
 create or replace function pgrun.dispatch_finished(
@@ -66,11 +66,11 @@ begin
 end;
 $$;
 
--- jobs_before_finish marks a workflow job (a child or a DAG node) dispatched in the
+-- jobs_mark_dispatched marks a workflow job (a child or a DAG node) dispatched in the
 -- very write that finishes it, rather than with a second write of the row: its
--- consequences are applied at the end of that statement (jobs_after_finish), in the
--- same transaction, or the mark is taken back and the dispatch goes to the outbox.
-create or replace function pgrun.jobs_before_finish()
+-- consequences are applied at the end of that statement (jobs_dispatch), in the same
+-- transaction, or the mark is taken back and the dispatch goes to the outbox.
+create or replace function pgrun.jobs_mark_dispatched()
 returns trigger
 language plpgsql
 set search_path = pgrun, pg_catalog
@@ -85,23 +85,30 @@ begin
 end;
 $$;
 
+-- This trigger has the name of the row trigger that dispatched each job on its own
+-- before jobs_dispatch: the function set of an older release, applied over this one,
+-- drops it by that name, so its own dispatch (which skips jobs already marked) still
+-- sees every job finish, and jobs_dispatch, left behind, finds no marked rows.
 drop trigger if exists jobs_before_finish on pgrun.jobs;
-create trigger jobs_before_finish
+drop trigger if exists jobs_after_finish on pgrun.jobs;
+drop function if exists pgrun.jobs_before_finish();
+drop function if exists pgrun.jobs_after_finish();
+create trigger jobs_after_finish
   before update of status on pgrun.jobs
   for each row
   when (new.status in ('succeeded', 'failed', 'cancelled', 'skipped')
         and old.status not in ('succeeded', 'failed', 'cancelled', 'skipped')
         and (new.parent_id is not null or new.run_id is not null))
-  execute function pgrun.jobs_before_finish();
+  execute function pgrun.jobs_mark_dispatched();
 
--- jobs_after_finish dispatches the workflow jobs (children and DAG nodes) that an
+-- jobs_dispatch dispatches the workflow jobs (children and DAG nodes) that an
 -- UPDATE statement finished, once per statement: the moment they finish, in the
 -- transaction that finished them, as one set (dispatch_finished), so that a batch of
 -- completions updates each parent once. If the set fails, the marks are taken back and
 -- each job is dispatched on its own; a job whose dispatch fails is queued in the
 -- outbox with the error, and its finish commits all the same. Every UPDATE of
 -- pgrun.jobs runs it; one that finished no workflow job costs a scan of its new rows.
-create or replace function pgrun.jobs_after_finish()
+create or replace function pgrun.jobs_dispatch()
 returns trigger
 language plpgsql
 set search_path = pgrun, pg_catalog
@@ -115,7 +122,7 @@ declare
   job       bigint;
 begin
   -- The new rows first (cheap); the old ones only for candidates, to keep the jobs
-  -- that this statement moved into a final status and marked (jobs_before_finish).
+  -- that this statement moved into a final status and marked (jobs_mark_dispatched).
   if not exists (select 1 from finished_new n
                  where n.dispatched_at is not null
                    and n.status in ('succeeded', 'failed', 'cancelled', 'skipped')
@@ -157,12 +164,12 @@ $$;
 
 -- Per statement, not per row: transition tables cannot be combined with a column
 -- list, so it fires for every UPDATE and filters the rows itself.
-drop trigger if exists jobs_after_finish on pgrun.jobs;
-create trigger jobs_after_finish
+drop trigger if exists jobs_dispatch on pgrun.jobs;
+create trigger jobs_dispatch
   after update on pgrun.jobs
   referencing old table as finished_old new table as finished_new
   for each statement
-  execute function pgrun.jobs_after_finish();
+  execute function pgrun.jobs_dispatch();
 
 -- drain_outbox retries up to batch due dispatches, each in its own subtransaction.
 -- A success marks the row processed; a failure backs off, and after max_attempts the
