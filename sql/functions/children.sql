@@ -142,6 +142,32 @@ begin
   loop
     perform pgrun.settle_parent(p, v_now);
   end loop;
+  -- Children that finish after their parent failed sweep up the siblings its failure
+  -- could not cancel (cancel_children). Late children are few: the parent's failure
+  -- cancelled the others, whose reports then match nothing.
+  perform pgrun.cancel_children(x.id)
+  from pgrun.jobs x
+  where x.id = any (parents) and x.status::text = 'failed' and x.error ->> 'class' = 'children_failed';
+end;
+$$;
+
+-- cancel_children cancels the unfinished children of failed parent parent_id that no
+-- other transaction holds (skip locked). Waiting for a child held by another
+-- transaction would deadlock when that transaction is finishing the child and waits,
+-- in its turn, for the parent's row, which the caller holds; such a child ends on its
+-- own, and one held for a moment by something else (a claim, a lease renewal) is
+-- cancelled when the next of its siblings finishes (children_finished).
+create or replace function pgrun.cancel_children(parent_id bigint)
+returns void
+language plpgsql
+set search_path = pgrun, pg_catalog
+as $$
+begin
+  perform pgrun.cancel_tree(c.id, 'parent failed')
+  from (select x.id from pgrun.jobs x
+        where x.parent_id = cancel_children.parent_id and x.status in ('pending', 'queued', 'running', 'waiting')
+        order by x.id
+        for update skip locked) c;
 end;
 $$;
 
@@ -161,10 +187,10 @@ $$;
 
 -- settle_parent finishes waiting parent p, as counted, if its children decided the
 -- outcome: failed as soon as the failed share reaches its failure_ratio (an event
--- says why, and its unfinished children are cancelled), succeeded once every child
--- finished (a DAG map node's result is its children's results in element order; a
--- coordinator's result gains the counts). Otherwise, or if p is no longer waiting,
--- nothing changes.
+-- says why, and its unfinished children are cancelled: cancel_children), succeeded
+-- once every child finished (a DAG map node's result is its children's results in
+-- element order; a coordinator's result gains the counts). Otherwise, or if p is no
+-- longer waiting, nothing changes.
 create or replace function pgrun.settle_parent(p pgrun.jobs, v_now timestamptz)
 returns void
 language plpgsql
@@ -186,9 +212,7 @@ begin
     perform pgrun.add_event(p.id, 'job.failed', 'error',
       format('%s of %s children failed', p.children_failed, p.progress_total),
       jsonb_build_object('class', 'children_failed', 'final', true, 'child_errors', to_jsonb(p.child_errors)));
-    perform pgrun.cancel_tree(c.id, 'parent failed')
-    from pgrun.jobs c
-    where c.parent_id = p.id and c.status in ('pending', 'queued', 'running', 'waiting');
+    perform pgrun.cancel_children(p.id);
   elsif p.progress_current + p.children_failed >= p.progress_total then
     update pgrun.jobs
     set status = 'succeeded', finished_at = v_now,
