@@ -43,6 +43,8 @@ type benchOptions struct {
 	// and worker id (as separate processes would), Workers slots each.
 	Runners int
 	Keep    bool
+	// Ephemeral makes the bench queue delete jobs as they succeed (set_queue).
+	Ephemeral bool
 }
 
 func newBenchCmd(g *globals) *cobra.Command {
@@ -52,6 +54,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 		rate                       int
 		duration                   time.Duration
 		keep, asJSON, workflow     bool
+		ephemeral                  bool
 		cpuProfile                 string
 	)
 	cmd := &cobra.Command{
@@ -130,7 +133,7 @@ The bench queue's rows are deleted afterwards unless --keep is given.`,
 				return nil
 			}
 			res, err := bench(ctx, pool, cmd.ErrOrStderr(), benchOptions{Jobs: jobs, Workers: workers,
-				LatencyJobs: latencyJobs, Runners: runners, Keep: keep}, g.connect)
+				LatencyJobs: latencyJobs, Runners: runners, Keep: keep, Ephemeral: ephemeral}, g.connect)
 			if err != nil {
 				return err
 			}
@@ -160,6 +163,7 @@ The bench queue's rows are deleted afterwards unless --keep is given.`,
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write the runner's CPU profile to this file (go tool pprof)")
 	cmd.Flags().IntVar(&runs, "runs", 500, "with --workflow: chain runs to time")
 	cmd.Flags().IntVar(&children, "children", 10000, "with --workflow: children of the fan-out parent")
+	cmd.Flags().BoolVar(&ephemeral, "ephemeral", false, "make the bench queue ephemeral: jobs are deleted as they succeed")
 	cmd.Flags().IntVar(&runners, "runners", 1, "runners sharing the queue, each with its own pool and worker id")
 	cmd.Flags().IntVar(&rate, "rate", 0, "steady state: enqueue this many jobs/s while the runner works, instead of a burn-down")
 	cmd.Flags().DurationVar(&duration, "duration", 10*time.Second, "with --rate: how long to enqueue")
@@ -172,6 +176,9 @@ const benchEnqueueChunk = 5000
 func bench(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, o benchOptions,
 	connect func(context.Context) (*pgxpool.Pool, error)) (*benchResult, error) {
 	jobs, workers, latencyJobs := o.Jobs, o.Workers, o.LatencyJobs
+	if o.Ephemeral {
+		latencyJobs = 0 // measured from the rows, which an ephemeral queue deletes
+	}
 	queue := fmt.Sprintf("bench.%d", time.Now().UnixNano())
 	res := &benchResult{Jobs: jobs, Workers: workers, LatencyJobs: latencyJobs, Runners: max(o.Runners, 1)}
 	if !o.Keep {
@@ -202,6 +209,11 @@ func bench(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, o benchO
 		}
 	}
 	res.EnqueuePerSec = float64(jobs) / time.Since(start).Seconds()
+	if o.Ephemeral {
+		if _, err := pool.Exec(ctx, `select pgrun.set_queue($1, ephemeral => true)`, queue); err != nil {
+			return nil, err
+		}
+	}
 
 	var fleet []*runner.Runner
 	for i := range res.Runners {

@@ -86,9 +86,16 @@ $$;
 --   retention          how long finished jobs are kept (maintain's default otherwise)
 --   archive            move pruned jobs to pgrun.jobs_archive instead of deleting them
 --   warm_wait          how long a job is left for a worker with its model warm (5 s)
+--   ephemeral          delete a job as it succeeds, in the statement that completes it,
+--                      for high-volume work whose history nobody reads (no audit
+--                      trail, no result kept, unique keys freed at once). Children and
+--                      workflow nodes are kept whatever the queue: their parents and
+--                      runs read them; so are parents finished by their children, and
+--                      failed and cancelled jobs.
 -- Returns the queue.
 drop function if exists pgrun.set_queue(text, integer, integer, interval, integer, interval, integer, interval, interval, interval, boolean, text[]);
 drop function if exists pgrun.set_queue(text, integer, integer, interval, integer, interval, interval, integer, interval, interval, interval, boolean, text[]);
+drop function if exists pgrun.set_queue(text, integer, integer, interval, integer, interval, interval, integer, interval, interval, interval, boolean, text[], interval);
 create or replace function pgrun.set_queue(
   name                  text,
   max_running           integer default null,
@@ -103,7 +110,8 @@ create or replace function pgrun.set_queue(
   retention             interval default null,
   archive               boolean default null,
   reset                 text[] default '{}',
-  warm_wait             interval default null
+  warm_wait             interval default null,
+  ephemeral             boolean default null
 )
 returns pgrun.queues
 language plpgsql
@@ -153,6 +161,7 @@ begin
     retention = case when 'retention' = any (reset) then null else coalesce(set_queue.retention, x.retention) end,
     archive = coalesce(set_queue.archive, x.archive),
     warm_wait = case when 'warm_wait' = any (reset) then null else coalesce(set_queue.warm_wait, x.warm_wait) end,
+    ephemeral = coalesce(set_queue.ephemeral, x.ephemeral),
     updated_at = now()
   where x.name = set_queue.name
   returning x.* into r;

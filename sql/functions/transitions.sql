@@ -37,6 +37,19 @@ begin
     raise exception 'complete_jobs got % jobs, over the limit of 10000', cardinality(ids)
       using errcode = '22023', hint = 'Complete at most 10000 jobs per call.';
   end if;
+  -- Ephemeral queues (set_queue): their plain jobs are deleted as they succeed, in this
+  -- statement. The common case, no such queue at all, keeps the one UPDATE below.
+  if exists (select 1 from pgrun.queues q where q.ephemeral) then
+    return query
+    delete from pgrun.jobs j
+    using unnest(ids, attempts, coalesce(results, array_fill(null::jsonb, array[cardinality(ids)])))
+          as r(id, attempt, result), pgrun.queues q
+    where j.id = r.id and j.attempt = r.attempt and j.status::text = 'running'
+      and (worker is null or j.claimed_by = worker)
+      and (r.result is null or pg_column_size(r.result) <= v_limit)
+      and q.name = j.queue and q.ephemeral and j.parent_id is null and j.run_id is null
+    returning j.id;
+  end if;
   return query
   update pgrun.jobs j
   set status = 'succeeded', finished_at = pgrun.clock(), result = r.result,
