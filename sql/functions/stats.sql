@@ -71,10 +71,14 @@ begin
     -- Exact while small: each scan stops one row past the limit.
     select count(*), count(*) filter (where x.run_at <= v_now)
     into v_all, v_due
+    -- (In the claim index's order, so that the scan is that index's and never the
+    -- table's, whatever the statistics say about how many rows are queued.)
     from (select j.run_at from pgrun.jobs j
-          where j.queue = q.name and j.status = 'queued' limit cap + 1) x;
+          where j.queue = q.name and j.status = 'queued'
+          order by j.priority, j.run_at, j.id limit cap + 1) x;
     select count(*) into v_run
-    from (select 1 from pgrun.jobs j where j.status = 'running' and j.queue = q.name limit cap + 1) x;
+    from (select 1 from pgrun.jobs j where j.status = 'running' and j.queue = q.name
+          order by j.lease_expires_at limit cap + 1) x;
     select count(*) filter (where x.status = 'pending'), count(*) filter (where x.status = 'waiting')
     into v_pend, v_wait
     from (select j.status from pgrun.jobs j

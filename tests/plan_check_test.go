@@ -1,0 +1,92 @@
+package tests
+
+import (
+	"context"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgrun/pgrun/internal/testdb"
+)
+
+// The hot paths keep their index plans on a table of realistic size: every statement
+// the engine runs inside claim_jobs, complete_jobs, renew_leases, maintain,
+// enqueue_batch, enqueue_job and queue_stats is planned (auto_explain, nested
+// statements, sent to this session as notices) and none may read pgrun.jobs with a
+// sequential scan. A plan check, not a timing: it fails when a change to a query,
+// an index or the statistics sends the planner to read the whole table.
+func TestHotPathsUseIndexes(t *testing.T) {
+	b := setup(t)
+	_, err := b.pool.Exec(b.ctx, `select count(*) from pgrun.enqueue_batch(
+		array_fill('noop'::text, array[100000]), queues => array_fill('hot'::text, array[100000]))`)
+	require.NoError(t, err)
+	_, err = b.pool.Exec(b.ctx, `select pgrun.complete_jobs(array_agg(id), array_agg(attempt))
+		from pgrun.claim_jobs('hot', 'seed', 10000)`)
+	require.NoError(t, err)
+	_, err = b.pool.Exec(b.ctx, `select count(*) from pgrun.enqueue_batch(array_fill('noop'::text, array[10]),
+		queues => array_fill('cold'::text, array[10]))`) // a small queue: queue_stats counts it exactly
+	require.NoError(t, err)
+	_, err = b.pool.Exec(b.ctx, `analyze pgrun.jobs`)
+	require.NoError(t, err)
+
+	// A superuser session on the test's database (LOAD needs it), plans as notices.
+	testURL, err := url.Parse(b.url)
+	require.NoError(t, err)
+	admin, err := url.Parse(testdb.ServerURL())
+	require.NoError(t, err)
+	admin.Path = testURL.Path
+	cfg, err := pgx.ParseConfig(admin.String())
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var plans []string
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		mu.Lock()
+		defer mu.Unlock()
+		plans = append(plans, n.Message)
+	}
+	conn, err := pgx.ConnectConfig(b.ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	for _, s := range []string{`load 'auto_explain'`, `set auto_explain.log_min_duration = 0`,
+		`set auto_explain.log_nested_statements = on`, `set auto_explain.log_level = notice`} {
+		_, err := conn.Exec(b.ctx, s)
+		require.NoError(t, err, s)
+	}
+	var id int64
+	var attempt int32
+	calls := []string{
+		`select count(*) from pgrun.claim_jobs('hot', 'w1', 100)`,
+		`select id, attempt from pgrun.claim_jobs('hot', 'w1', 1, after_priority => 0::smallint, after_run_at => now() - interval '1 hour', after_id => 1)`,
+		`select pgrun.complete_jobs(array[$1::bigint], array[$2::int], null, 'w1')`,
+		`select count(*) from pgrun.renew_leases('w1')`,
+		`select pgrun.maintain(leader => 'plan-check')`,
+		`select count(*) from pgrun.enqueue_batch(array['noop', 'noop'], queues => array['hot', 'hot'], unique_keys => array['k1', null])`,
+		`select pgrun.enqueue_job('noop', queue => 'hot', unique_key => 'k2')`,
+		`select count(*) from pgrun.queue_stats`,
+	}
+	for _, c := range calls {
+		var err error
+		switch {
+		case strings.Contains(c, "after_id"):
+			err = conn.QueryRow(b.ctx, c).Scan(&id, &attempt)
+		case strings.Contains(c, "complete_jobs"):
+			_, err = conn.Exec(b.ctx, c, id, attempt)
+		default:
+			_, err = conn.Exec(b.ctx, c)
+		}
+		require.NoError(t, err, c)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.Greater(t, len(plans), 20, "auto_explain reported the nested statements")
+	seq := regexp.MustCompile(`Seq Scan on jobs\b`)
+	for _, p := range plans {
+		require.False(t, seq.MatchString(p), "a hot path reads pgrun.jobs sequentially:\n%s", p)
+	}
+}
