@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 )
@@ -14,27 +15,49 @@ type completion struct {
 	result  []byte // JSON, or nil for no result
 }
 
-// completer records successes in batches: it takes whatever has queued up since the
-// last flush (up to DefaultCompleteBatch) and finishes it with one complete_jobs
-// call. Under light load a batch is one job and adds no delay; under heavy load the
-// batches grow and the commit cost is shared.
+// completeConcurrency is how many complete_jobs calls the completer keeps in flight.
+// With one, a completion that arrives while a batch is being recorded waits for that
+// batch to commit before its own is sent, and a workflow's next node cannot start
+// before its upstream's completion commits; with two, it is sent at once. More would
+// mostly queue on the database's cores and on the parents' and runs' row locks.
+const completeConcurrency = 2
+
+// completer records successes in batches: it takes whatever has queued up (up to
+// DefaultCompleteBatch) and finishes it with one complete_jobs call, with up to
+// completeConcurrency calls in flight. Under light load a batch is one job and adds
+// no delay; under heavy load the batches grow and the commit cost is shared. When a
+// batch readied jobs (a workflow's next nodes, a map's children) in queues this runner
+// serves, their fetchers are woken as soon as it commits, without waiting for the
+// notification.
 type completer struct {
 	r      *Runner
 	mu     sync.Mutex
 	buf    []completion
 	signal chan struct{}
+	slots  chan struct{} // one token per call in flight
+	sends  sync.WaitGroup
 	done   chan struct{}
 	closed chan struct{}
 }
 
 func newCompleter(r *Runner) *completer {
-	return &completer{r: r, signal: make(chan struct{}, 1), done: make(chan struct{}), closed: make(chan struct{})}
+	return &completer{
+		r:      r,
+		signal: make(chan struct{}, 1),
+		slots:  make(chan struct{}, completeConcurrency),
+		done:   make(chan struct{}),
+		closed: make(chan struct{}),
+	}
 }
 
 func (c *completer) add(x completion) {
 	c.mu.Lock()
 	c.buf = append(c.buf, x)
 	c.mu.Unlock()
+	c.poke()
+}
+
+func (c *completer) poke() {
 	select {
 	case c.signal <- struct{}{}:
 	default:
@@ -52,31 +75,61 @@ func (c *completer) run(ctx context.Context) {
 	for {
 		select {
 		case <-c.signal:
-			c.flush()
+			c.dispatch()
 		case <-c.done:
-			c.flush()
+			c.drain()
 			return
 		case <-ctx.Done():
-			c.flush()
+			c.drain()
 			return
 		}
 	}
 }
 
-// flush records everything buffered, in batches.
-func (c *completer) flush() {
+// take removes the next batch from the buffer; nil if it is empty.
+func (c *completer) take() []completion {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := min(len(c.buf), DefaultCompleteBatch)
+	if n == 0 {
+		return nil
+	}
+	batch := c.buf[:n:n]
+	c.buf = c.buf[n:]
+	if len(c.buf) == 0 {
+		c.buf = nil
+	}
+	return batch
+}
+
+// dispatch sends buffered completions while a call slot is free. A call that ends
+// frees its slot and pokes run, so what arrived meanwhile goes out next.
+func (c *completer) dispatch() {
 	for {
-		c.mu.Lock()
-		n := min(len(c.buf), DefaultCompleteBatch)
-		batch := c.buf[:n:n]
-		c.buf = c.buf[n:]
-		if len(c.buf) == 0 {
-			c.buf = nil
+		select {
+		case c.slots <- struct{}{}:
+		default:
+			return // all slots busy: the next call to end pokes run
 		}
-		c.mu.Unlock()
-		if n == 0 {
+		batch := c.take()
+		if batch == nil {
+			<-c.slots
 			return
 		}
+		c.sends.Add(1)
+		go func() {
+			defer c.sends.Done()
+			c.complete(batch)
+			<-c.slots
+			c.poke()
+		}()
+	}
+}
+
+// drain waits for the calls in flight, then records everything still buffered.
+func (c *completer) drain() {
+	c.sends.Wait()
+	for batch := c.take(); batch != nil; batch = c.take() {
 		c.complete(batch)
 	}
 }
@@ -111,7 +164,8 @@ func (c *completer) complete(batch []completion) {
 	}
 }
 
-// send records batch with one complete_jobs call, retrying transient errors.
+// send records batch with one complete_jobs call, retrying transient errors, and
+// then wakes this runner's fetchers of the queues in which the batch readied jobs.
 func (c *completer) send(ctx context.Context, batch []completion) error {
 	ids := make([]int64, len(batch))
 	attempts := make([]int32, len(batch))
@@ -119,8 +173,28 @@ func (c *completer) send(ctx context.Context, batch []completion) error {
 	for i, x := range batch {
 		ids[i], attempts[i], results[i] = x.id, int32(x.attempt), x.result
 	}
-	return withRetry(ctx, func(ctx context.Context) error {
-		_, err := c.r.pool.Exec(ctx, `select pgrun.complete_jobs($1, $2, $3::jsonb[], $4)`, ids, attempts, results, c.r.cfg.WorkerID)
-		return err
+	var readied string
+	err := withRetry(ctx, func(ctx context.Context) error {
+		// pgrun.readied lists, for the rest of the transaction, the queues in which
+		// its dispatches queued jobs (pgrun.queue_readied); the outer select reads it
+		// once complete_jobs has run.
+		return c.r.pool.QueryRow(ctx, `select coalesce(current_setting('pgrun.readied', true), '')
+			from (select count(*) from pgrun.complete_jobs($1, $2, $3::jsonb[], $4)) done`,
+			ids, attempts, results, c.r.cfg.WorkerID).Scan(&readied)
 	})
+	if err == nil {
+		c.r.wakeReadied(readied)
+	}
+	return err
+}
+
+// wakeReadied wakes the fetchers of the queues in list (",q1,q2,", as complete_jobs
+// leaves it in pgrun.readied) that this runner serves: their new jobs are committed
+// and the notification is still on its way.
+func (r *Runner) wakeReadied(list string) {
+	for _, q := range strings.Split(strings.Trim(list, ","), ",") {
+		if q != "" {
+			r.wake(q)
+		}
+	}
 }

@@ -4,6 +4,21 @@
 -- subtransaction: if they fail, the finish still commits and the dispatch goes to the
 -- outbox, which maintain() retries with backoff until it succeeds or is poisoned.
 
+-- queue_readied records, until the end of the transaction, that a job became ready to
+-- run in queue, in the setting pgrun.readied (",q1,q2,", each queue once). A runner
+-- reads it after its complete_jobs call and wakes its own fetchers for those queues as
+-- soon as the call commits, ahead of the pgrun_jobs notification (sent all the same,
+-- for every runner).
+create or replace function pgrun.queue_readied(queue text)
+returns void
+language sql
+set search_path = pgrun, pg_catalog
+as $$
+  select set_config('pgrun.readied',
+                    coalesce(nullif(current_setting('pgrun.readied', true), ''), ',') || queue || ',', true)
+  where strpos(coalesce(current_setting('pgrun.readied', true), ''), ',' || queue || ',') = 0
+$$;
+
 -- dispatch applies the consequences of job_id having finished, once: a job whose
 -- dispatched_at is already set is skipped, so a retried dispatch never counts a child
 -- twice or releases a dependent twice. Returns whether it did anything.

@@ -173,12 +173,14 @@ begin
                'parent_id', j.id, 'meta', jsonb_build_object('map_index', i - 1)))
              order by i)
       from jsonb_array_elements(items) with ordinality e(x, i)));
+    perform pgrun.queue_readied(coalesce(nd ->> 'queue', 'default'));
     return;
   end if;
   update pgrun.jobs set status = 'queued', run_at = v_now,
     args = case when nd ? 'args' then pgrun.resolve(nd -> 'args', ctx) else '{}' end
   where id = j.id and status = 'pending';
   perform pg_notify('pgrun_jobs', j.queue);
+  perform pgrun.queue_readied(j.queue);
 end;
 $$;
 
