@@ -1,0 +1,98 @@
+package tests
+
+import (
+	"context"
+	"net/url"
+	"regexp"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgrun/pgrun/internal/testdb"
+)
+
+// The dispatch of finished workflow jobs keeps its index plans on a table of
+// realistic size, as the plain hot paths do (TestHotPathsUseIndexes): every statement
+// run inside complete_jobs for a batch of children (fan-in, then the parent's success)
+// and for a DAG node (releasing its dependent) is planned by auto_explain, and none
+// may read pgrun.jobs sequentially. The session's plans are made on a one-row batch
+// first, as a runner's are, so that a plan cached for one row is what serves the
+// batch of 500.
+func TestWorkflowDispatchUsesIndexes(t *testing.T) {
+	b := setup(t)
+	_, err := b.pool.Exec(b.ctx, `select count(*) from pgrun.enqueue_batch(
+		array_fill('noop'::text, array[100000]), queues => array_fill('hot'::text, array[100000]))`)
+	require.NoError(t, err)
+	_, err = b.pool.Exec(b.ctx, `select pgrun.complete_jobs(array_agg(id), array_agg(attempt))
+		from pgrun.claim_jobs('hot', 'seed', 10000)`)
+	require.NoError(t, err)
+	parent := fanInParent(t, b, 1001, 1.0)
+	defineWorkflow(t, b, "two", `{"nodes": [{"name": "a", "kind": "x", "queue": "first"},
+		{"name": "b", "kind": "x", "queue": "second", "deps": ["a"], "args": {"v": {"$from": "a.output"}}}]}`)
+	_, err = b.pool.Exec(b.ctx, `select count(pgrun.start_run('two')) from generate_series(1, 50)`)
+	require.NoError(t, err)
+	_, err = b.pool.Exec(b.ctx, `analyze pgrun.jobs`)
+	require.NoError(t, err)
+
+	testURL, err := url.Parse(b.url)
+	require.NoError(t, err)
+	admin, err := url.Parse(testdb.ServerURL())
+	require.NoError(t, err)
+	admin.Path = testURL.Path
+	cfg, err := pgx.ParseConfig(admin.String())
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var plans []string
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		mu.Lock()
+		defer mu.Unlock()
+		plans = append(plans, n.Message)
+	}
+	conn, err := pgx.ConnectConfig(b.ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	if _, err := conn.Exec(b.ctx, `load 'auto_explain'`); sqlState(err) == "58P01" {
+		t.Skip("auto_explain is not installed on this server (PostgreSQL's contrib modules)")
+	}
+	for _, s := range []string{`load 'auto_explain'`, `set auto_explain.log_min_duration = 0`,
+		`set auto_explain.log_nested_statements = on`, `set auto_explain.log_level = notice`} {
+		_, err := conn.Exec(b.ctx, s)
+		require.NoError(t, err, s)
+	}
+	kids := kitClaimN(t, conn, "kids", "w", 1001, "1 hour")
+	require.Len(t, kids, 1001)
+	for _, batch := range [][]kitClaim{kids[:1], kids[1:501], kids[501:]} {
+		require.NoError(t, completeBatchOn(b.ctx, conn, batch))
+	}
+	require.Equal(t, "succeeded", string(jobStatus(t, b, parent)))
+	nodes := kitClaimN(t, conn, "first", "w", 50, "1 hour")
+	require.Len(t, nodes, 50)
+	for _, batch := range [][]kitClaim{nodes[:1], nodes[1:]} {
+		require.NoError(t, completeBatchOn(b.ctx, conn, batch))
+	}
+	var queued int
+	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from pgrun.jobs where queue = 'second' and status = 'queued'`).Scan(&queued))
+	require.Equal(t, 50, queued, "every dependent released")
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.Greater(t, len(plans), 20, "auto_explain reported the nested statements")
+	seq := regexp.MustCompile(`Seq Scan on jobs\b`)
+	for _, p := range plans {
+		require.False(t, seq.MatchString(p), "the dispatch reads pgrun.jobs sequentially:\n%s", p)
+	}
+}
+
+// completeBatchOn records claims as succeeded with one complete_jobs call on conn.
+func completeBatchOn(ctx context.Context, conn *pgx.Conn, batch []kitClaim) error {
+	ids := make([]int64, len(batch))
+	attempts := make([]int32, len(batch))
+	for i, c := range batch {
+		ids[i], attempts[i] = c.id, c.attempt
+	}
+	_, err := conn.Exec(ctx, `select pgrun.complete_jobs($1, $2, null, 'w')`, ids, attempts)
+	return err
+}
