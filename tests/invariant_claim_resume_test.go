@@ -66,7 +66,7 @@ func TestClaimResumesAfterKey(t *testing.T) {
 // burns down, sorting before the runner's key, starts before the backlog is done.
 func TestRunnerFindsJobsEnqueuedBelowItsKey(t *testing.T) {
 	b := setup(t)
-	specs := make([]pgrun.JobSpec, 3000)
+	specs := make([]pgrun.JobSpec, 5000)
 	for i := range specs {
 		specs[i] = pgrun.JobSpec{Kind: "slowish", Queue: "resume", Priority: 1}
 	}
