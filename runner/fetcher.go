@@ -10,16 +10,32 @@ import (
 
 // fetcher claims jobs for one queue: whenever it is woken (a notification, a freed
 // slot) or its poll ticks, it claims up to its free slots in one call and starts an
-// execution per job, repeating while claims come back full.
+// execution per job, repeating while claims come back full. With a backlog it keeps
+// a second claim in flight while the first is on its way, so that the round trip of
+// one claim overlaps the next: a single claim at a time left the database idle for
+// half of each cycle.
 type fetcher struct {
 	r       *Runner
 	queue   string
 	slots   int
 	wakeCh  chan struct{}
 	freedCh chan struct{}
-	busy    int  // executions started and not yet finished; owned by run
-	backlog bool // the last claim came back full: more jobs are likely waiting
-	resume  resumer
+	// Owned by run:
+	busy     int  // executions started and not yet finished
+	reserved int  // slots asked for by claims in flight
+	inflight int  // claims in flight
+	backlog  bool // the last claim came back full: more jobs are likely waiting
+	resume   resumer
+}
+
+// maxInflight is how many claims of one queue a runner has in flight at once.
+const maxInflight = 2
+
+// claimed is what a claim in flight brings back to run.
+type claimed struct {
+	asked int
+	jobs  []*pgrun.Job
+	err   error
 }
 
 func newFetcher(r *Runner, queue string, slots int) *fetcher {
@@ -42,30 +58,47 @@ func (f *fetcher) wake() {
 // freed is called by an execution when its slot is free again.
 func (f *fetcher) freed() { f.freedCh <- struct{}{} }
 
+// free is how many slots neither run a job nor wait for a claim in flight.
+func (f *fetcher) free() int { return f.slots - f.busy - f.reserved }
+
+// want is the number of free slots a claim with a backlog waits for: half the slots,
+// or half a claim.
+func (f *fetcher) want() int { return max(1, min(f.slots, f.r.cfg.MaxClaim)/2) }
+
 // claimErrorBackoff is how long a fetcher waits after a failed claim.
 const claimErrorBackoff = time.Second
 
 func (f *fetcher) run(ctx context.Context) {
 	poll := time.NewTicker(f.r.cfg.PollInterval)
 	defer poll.Stop()
+	results := make(chan claimed, maxInflight)
+	// A claim in flight at shutdown is waited for and its jobs started: on the server
+	// they are this runner's, and the shutdown sequence handles them as it does the
+	// others. (Claims are not cancelled by shutdown; see claimTimeout.)
+	defer func() {
+		for ; f.inflight > 0; f.inflight-- {
+			_ = f.took(<-results)
+		}
+	}()
+	var backoff <-chan time.Time
 	for {
-		if f.busy < f.slots {
-			if err := f.fill(ctx); err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				f.r.log.Error("claim failed", "queue", f.queue, "err", err)
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(claimErrorBackoff):
-				}
-				continue
-			}
+		if backoff == nil && ctx.Err() == nil {
+			f.launch(ctx, results)
 		}
 		select {
 		case <-ctx.Done():
 			return
+		case res := <-results:
+			f.inflight--
+			if err := f.took(res); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				f.r.log.Error("claim failed", "queue", f.queue, "err", err)
+				backoff = time.After(claimErrorBackoff)
+			}
+		case <-backoff:
+			backoff = nil
 		case <-f.wakeCh:
 		case <-poll.C:
 			f.resume.polled()
@@ -76,6 +109,45 @@ func (f *fetcher) run(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// launch starts claims for the free slots: one when none is in flight, and a second
+// alongside it only with a backlog and enough free slots to make a round trip worth it.
+func (f *fetcher) launch(ctx context.Context, results chan<- claimed) {
+	for f.inflight < maxInflight {
+		free := f.free()
+		if free <= 0 || (f.inflight > 0 && (!f.backlog || free < f.want())) {
+			return
+		}
+		n := min(free, f.r.cfg.MaxClaim)
+		after := f.resume.next()
+		f.inflight++
+		f.reserved += n
+		go func() {
+			began := time.Now()
+			jobs, err := f.claim(ctx, n, after)
+			f.r.log.Debug("claimed", "queue", f.queue, "asked", n, "got", len(jobs), "resumed", after != nil,
+				"took", time.Since(began))
+			results <- claimed{asked: n, jobs: jobs, err: err}
+		}()
+	}
+}
+
+// took starts the jobs a claim brought back and returns its error.
+func (f *fetcher) took(res claimed) error {
+	f.reserved -= res.asked
+	f.resume.claimed(res.jobs, res.err)
+	if res.err != nil {
+		f.backlog = false
+		return res.err
+	}
+	f.r.stats.claimed.Add(int64(len(res.jobs)))
+	for _, j := range res.jobs {
+		f.busy++
+		f.r.start(j, f)
+	}
+	f.backlog = len(res.jobs) == res.asked
+	return nil
 }
 
 // fetchCooldown is the longest a fetcher with a backlog waits for enough free slots
@@ -97,13 +169,12 @@ func (f *fetcher) gather(ctx context.Context) bool {
 		}
 		break
 	}
-	want := max(1, min(f.slots, f.r.cfg.MaxClaim)/2)
-	if !f.backlog || f.slots-f.busy >= want {
+	if !f.backlog || f.free() >= f.want() {
 		return true
 	}
 	timer := time.NewTimer(fetchCooldown)
 	defer timer.Stop()
-	for f.slots-f.busy < want {
+	for f.free() < f.want() {
 		select {
 		case <-ctx.Done():
 			return false
@@ -114,31 +185,6 @@ func (f *fetcher) gather(ctx context.Context) bool {
 		}
 	}
 	return true
-}
-
-// fill claims while there are free slots and the queue keeps giving full batches.
-func (f *fetcher) fill(ctx context.Context) error {
-	for f.busy < f.slots {
-		n := min(f.slots-f.busy, f.r.cfg.MaxClaim)
-		after := f.resume.next()
-		began := time.Now()
-		jobs, err := f.claim(ctx, n, after)
-		f.resume.claimed(jobs, err)
-		f.r.log.Debug("claimed", "queue", f.queue, "asked", n, "got", len(jobs), "resumed", after != nil, "took", time.Since(began))
-		if err != nil {
-			return err
-		}
-		f.r.stats.claimed.Add(int64(len(jobs)))
-		for _, j := range jobs {
-			f.busy++
-			f.r.start(j, f)
-		}
-		f.backlog = len(jobs) == n
-		if !f.backlog {
-			return nil
-		}
-	}
-	return nil
 }
 
 // claimTimeout bounds one claim call. The call is not cancelled by shutdown: a claim
