@@ -76,7 +76,7 @@ const JobColumns = `id, kind, queue, args, status::text as status, priority, run
 
 // ScanJobs collects rows selected with [JobColumns].
 func ScanJobs(rows pgx.Rows) ([]*Job, error) {
-	return pgx.CollectRows(rows, pgx.RowToAddrOfStructByName[Job])
+	return scanJobRows(rows, 0)
 }
 
 // ScanJob collects the single row selected with [JobColumns]; pgx.ErrNoRows if none.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 
 	"github.com/pgrun/pgrun"
 	"github.com/pgrun/pgrun/gpu"
@@ -59,9 +60,13 @@ func (j *Job[T]) UseModel(ctx context.Context) (gpu.Model, error) {
 // into T; args that do not decode fail the job permanently, since no retry can fix
 // them. Registering a kind twice replaces the earlier handler.
 func Handle[T any](r *Runner, kind string, fn func(ctx context.Context, j *Job[T]) (any, error)) {
+	// "{}", the args of most jobs that take none, decodes into a struct as its zero
+	// value: no need to run the decoder once per job for it. (Not for a map, which
+	// the decoder would make non-nil.)
+	structArgs := reflect.TypeFor[T]().Kind() == reflect.Struct
 	r.handle(kind, func(ctx context.Context, row *pgrun.Job) (any, error) {
 		j := &Job[T]{Job: row, exec: executionFrom(ctx)}
-		if len(row.Args) > 0 {
+		if len(row.Args) > 0 && !(structArgs && string(row.Args) == "{}") {
 			if err := json.Unmarshal(row.Args, &j.Args); err != nil {
 				return nil, Permanent(fmt.Errorf("decode args of %s job %d: %w", kind, row.ID, err))
 			}
