@@ -35,32 +35,7 @@ func TestHotPathsUseIndexes(t *testing.T) {
 	_, err = b.pool.Exec(b.ctx, `analyze pgrun.jobs`)
 	require.NoError(t, err)
 
-	// A superuser session on the test's database (LOAD needs it), plans as notices.
-	testURL, err := url.Parse(b.url)
-	require.NoError(t, err)
-	admin, err := url.Parse(testdb.ServerURL())
-	require.NoError(t, err)
-	admin.Path = testURL.Path
-	cfg, err := pgx.ParseConfig(admin.String())
-	require.NoError(t, err)
-	var mu sync.Mutex
-	var plans []string
-	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
-		mu.Lock()
-		defer mu.Unlock()
-		plans = append(plans, n.Message)
-	}
-	conn, err := pgx.ConnectConfig(b.ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { conn.Close(context.Background()) })
-	if _, err := conn.Exec(b.ctx, `load 'auto_explain'`); sqlState(err) == "58P01" {
-		t.Skip("auto_explain is not installed on this server (PostgreSQL's contrib modules)")
-	}
-	for _, s := range []string{`load 'auto_explain'`, `set auto_explain.log_min_duration = 0`,
-		`set auto_explain.log_nested_statements = on`, `set auto_explain.log_level = notice`} {
-		_, err := conn.Exec(b.ctx, s)
-		require.NoError(t, err, s)
-	}
+	conn, plans := explainSession(t, b)
 	var id int64
 	var attempt int32
 	calls := []string{
@@ -85,11 +60,53 @@ func TestHotPathsUseIndexes(t *testing.T) {
 		}
 		require.NoError(t, err, c)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	requireNoSeqScan(t, plans(), "a hot path")
+}
+
+// explainSession opens a superuser session on the test's database (LOAD needs it)
+// that has auto_explain plan every statement, nested ones included, and send each
+// plan to the session as a notice; plans returns those received so far. It skips the
+// test where auto_explain is not installed.
+func explainSession(t *testing.T, b *bundle) (conn *pgx.Conn, plans func() []string) {
+	t.Helper()
+	testURL, err := url.Parse(b.url)
+	require.NoError(t, err)
+	admin, err := url.Parse(testdb.ServerURL())
+	require.NoError(t, err)
+	admin.Path = testURL.Path
+	cfg, err := pgx.ParseConfig(admin.String())
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var got []string
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, n.Message)
+	}
+	conn, err = pgx.ConnectConfig(b.ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	if _, err := conn.Exec(b.ctx, `load 'auto_explain'`); sqlState(err) == "58P01" {
+		t.Skip("auto_explain is not installed on this server (PostgreSQL's contrib modules)")
+	}
+	for _, s := range []string{`load 'auto_explain'`, `set auto_explain.log_min_duration = 0`,
+		`set auto_explain.log_nested_statements = on`, `set auto_explain.log_level = notice`} {
+		_, err := conn.Exec(b.ctx, s)
+		require.NoError(t, err, s)
+	}
+	return conn, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), got...)
+	}
+}
+
+// requireNoSeqScan fails on a plan that reads pgrun.jobs sequentially.
+func requireNoSeqScan(t *testing.T, plans []string, what string) {
+	t.Helper()
 	require.Greater(t, len(plans), 20, "auto_explain reported the nested statements")
 	seq := regexp.MustCompile(`Seq Scan on jobs\b`)
 	for _, p := range plans {
-		require.False(t, seq.MatchString(p), "a hot path reads pgrun.jobs sequentially:\n%s", p)
+		require.False(t, seq.MatchString(p), "%s reads pgrun.jobs sequentially:\n%s", what, p)
 	}
 }

@@ -2,16 +2,10 @@ package tests
 
 import (
 	"context"
-	"net/url"
-	"regexp"
-	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
-
-	"github.com/pgrun/pgrun/internal/testdb"
 )
 
 // The dispatch of finished workflow jobs keeps its index plans on a table of
@@ -37,31 +31,7 @@ func TestWorkflowDispatchUsesIndexes(t *testing.T) {
 	_, err = b.pool.Exec(b.ctx, `analyze pgrun.jobs`)
 	require.NoError(t, err)
 
-	testURL, err := url.Parse(b.url)
-	require.NoError(t, err)
-	admin, err := url.Parse(testdb.ServerURL())
-	require.NoError(t, err)
-	admin.Path = testURL.Path
-	cfg, err := pgx.ParseConfig(admin.String())
-	require.NoError(t, err)
-	var mu sync.Mutex
-	var plans []string
-	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
-		mu.Lock()
-		defer mu.Unlock()
-		plans = append(plans, n.Message)
-	}
-	conn, err := pgx.ConnectConfig(b.ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { conn.Close(context.Background()) })
-	if _, err := conn.Exec(b.ctx, `load 'auto_explain'`); sqlState(err) == "58P01" {
-		t.Skip("auto_explain is not installed on this server (PostgreSQL's contrib modules)")
-	}
-	for _, s := range []string{`load 'auto_explain'`, `set auto_explain.log_min_duration = 0`,
-		`set auto_explain.log_nested_statements = on`, `set auto_explain.log_level = notice`} {
-		_, err := conn.Exec(b.ctx, s)
-		require.NoError(t, err, s)
-	}
+	conn, plans := explainSession(t, b)
 	kids := kitClaimN(t, conn, "kids", "w", 1001, "1 hour")
 	require.Len(t, kids, 1001)
 	for _, batch := range [][]kitClaim{kids[:1], kids[1:501], kids[501:]} {
@@ -77,13 +47,7 @@ func TestWorkflowDispatchUsesIndexes(t *testing.T) {
 	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from pgrun.jobs where queue = 'second' and status = 'queued'`).Scan(&queued))
 	require.Equal(t, 50, queued, "every dependent released")
 
-	mu.Lock()
-	defer mu.Unlock()
-	require.Greater(t, len(plans), 20, "auto_explain reported the nested statements")
-	seq := regexp.MustCompile(`Seq Scan on jobs\b`)
-	for _, p := range plans {
-		require.False(t, seq.MatchString(p), "the dispatch reads pgrun.jobs sequentially:\n%s", p)
-	}
+	requireNoSeqScan(t, plans(), "the dispatch")
 }
 
 // completeBatchOn records claims as succeeded with one complete_jobs call on conn.
