@@ -28,6 +28,9 @@ type queueRow struct {
 	// Unhandled counts the queue's due jobs of kinds no live worker handles: they
 	// wait for a deploy, not for capacity.
 	Unhandled int64 `db:"unhandled" json:"unhandled"`
+	// Estimated is true when a number of the row is an estimate (over
+	// pgrun.stats_exact_limit(), counts are sampled): they print with a "~".
+	Estimated bool `db:"estimated" json:"estimated"`
 }
 
 // queueStatsQuery reads pgrun.queue_stats. unhandled is read by name through
@@ -35,7 +38,8 @@ type queueRow struct {
 // existed (it reads 0 there) instead of failing.
 const queueStatsQuery = `select queue, paused, queued, scheduled, running, pending, waiting,
 	oldest_queued_age, succeeded_1m, failed_1m, cancelled_1m,
-	coalesce((to_jsonb(s) ->> 'unhandled')::bigint, 0) as unhandled
+	coalesce((to_jsonb(s) ->> 'unhandled')::bigint, 0) as unhandled,
+	coalesce((to_jsonb(s) ->> 'estimated')::boolean, false) as estimated
 	from pgrun.queue_stats s order by queue`
 
 // unhandledLines warns, one line per queue, about due jobs no live worker handles.
@@ -107,8 +111,14 @@ func newStatusCmd(g *globals) *cobra.Command {
 				return enc.Encode(map[string]any{"queues": queues, "workers": workers})
 			}
 			tw := table(out)
-			fmt.Fprintln(tw, "QUEUE\tQUEUED\tSCHEDULED\tRUNNING\tPENDING\tWAITING\tOLDEST\tDONE/1m\tFAILED/1m\tJOBS/s")
+			fmt.Fprintln(tw, "QUEUE\tQUEUED\tSCHEDULED\tRUNNING\tPENDING\tWAITING\tOLDEST\tDONE/1m\tFAILED/1m\tJOBS/s (1m avg)")
+			estimated := false
 			for _, q := range queues {
+				n := func(v int64) string { return fmt.Sprint(v) }
+				if q.Estimated {
+					estimated = true
+					n = func(v int64) string { return fmt.Sprintf("~%d", v) }
+				}
 				name := q.Queue
 				if q.Paused {
 					name += " (paused)"
@@ -117,9 +127,20 @@ func newStatusCmd(g *globals) *cobra.Command {
 				if q.OldestQueuedAge != nil {
 					oldest = age(*q.OldestQueuedAge)
 				}
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%.1f\n", name, q.Queued, q.Scheduled,
-					q.Running, q.Pending, q.Waiting, oldest, q.Succeeded1m, q.Failed1m,
+				// A large count is the usual reason for an estimate; the small ones beside
+				// it print as they are.
+				big := func(v int64) string {
+					if v > 10000 {
+						return n(v)
+					}
+					return fmt.Sprint(v)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\n", name, big(q.Queued), big(q.Scheduled),
+					big(q.Running), big(q.Pending), big(q.Waiting), oldest, big(q.Succeeded1m), big(q.Failed1m),
 					float64(q.Succeeded1m+q.Failed1m)/60)
+			}
+			if estimated {
+				fmt.Fprintln(tw, "(~: estimated; counts over 10,000 are sampled)")
 			}
 			if len(queues) == 0 {
 				fmt.Fprintln(tw, "(no queues yet)")
