@@ -219,8 +219,10 @@ begin
     alter table pgrun.runs enable row level security;
     alter table pgrun.job_events enable row level security;
     alter table pgrun.run_inputs enable row level security;
+    -- Only rows that name no tenant reach it: enqueue_batch names the tenant once
+    -- per statement, and row-level security checks it.
     create trigger jobs_tenant before insert on pgrun.jobs
-      for each row execute function pgrun.jobs_tenant();
+      for each row when (new.tenant is null) execute function pgrun.jobs_tenant();
   else
     alter table pgrun.jobs disable row level security;
     alter table pgrun.runs disable row level security;
