@@ -265,36 +265,35 @@ func bench(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, o benchO
 		if _, err := waitCompleted(ctx, completed, int64(jobs+latencyJobs)); err != nil {
 			return nil, err
 		}
-		err := pool.QueryRow(ctx, `
-			select 1000 * percentile_cont(0.5) within group (order by extract(epoch from started_at - created_at)),
-			       1000 * percentile_cont(0.99) within group (order by extract(epoch from started_at - created_at))
-			from pgrun.jobs where queue = $1 and id >= $2`, queue, first).Scan(&res.LatencyP50MS, &res.LatencyP99MS)
+		l, err := startLatency(ctx, pool, queue, first)
 		if err != nil {
-			return nil, fmt.Errorf("latency: %w", err)
+			return nil, err
 		}
+		res.LatencyP50MS, res.LatencyP99MS = l.P50MS, l.P99MS
 	}
 	return res, nil
 }
 
-// waitQueueEmpty polls until queue has no queued or running job.
-func waitQueueEmpty(ctx context.Context, pool *pgxpool.Pool, queue string) error {
-	t := time.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
-	for {
-		var left int
-		if err := pool.QueryRow(ctx, `select count(*) from pgrun.jobs
-			where queue = $1 and status in ('queued', 'running')`, queue).Scan(&left); err != nil {
-			return err
-		}
-		if left == 0 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
+// latency is the enqueue-to-start latency (started_at - created_at, both the
+// database's clock) of a bench's jobs, and the rate at which they started.
+type latency struct {
+	P50MS, P99MS, P999MS float64
+	StartedPerSec        float64
+}
+
+// startLatency reads the latency of queue's jobs from id fromID on.
+func startLatency(ctx context.Context, pool *pgxpool.Pool, queue string, fromID int64) (latency, error) {
+	var l latency
+	err := pool.QueryRow(ctx, `
+		select 1000 * percentile_cont(0.5) within group (order by extract(epoch from started_at - created_at)),
+		       1000 * percentile_cont(0.99) within group (order by extract(epoch from started_at - created_at)),
+		       1000 * percentile_cont(0.999) within group (order by extract(epoch from started_at - created_at)),
+		       count(*) / greatest(extract(epoch from max(started_at) - min(started_at)), 0.001)
+		from pgrun.jobs where queue = $1 and id >= $2`, queue, fromID).Scan(&l.P50MS, &l.P99MS, &l.P999MS, &l.StartedPerSec)
+	if err != nil {
+		return l, fmt.Errorf("latency: %w", err)
 	}
+	return l, nil
 }
 
 // waitCompleted waits until completed() reaches n and returns when it passed each

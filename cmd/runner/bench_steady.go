@@ -66,14 +66,10 @@ func benchSteady(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, ra
 	if _, err := waitCompleted(ctx, func() int64 { return r.Stats().Completed }, int64(res.Jobs)); err != nil {
 		return nil, err
 	}
-	err := pool.QueryRow(ctx, `
-		select 1000 * percentile_cont(0.5) within group (order by extract(epoch from started_at - created_at)),
-		       1000 * percentile_cont(0.99) within group (order by extract(epoch from started_at - created_at)),
-		       1000 * percentile_cont(0.999) within group (order by extract(epoch from started_at - created_at)),
-		       count(*) / greatest(extract(epoch from max(started_at) - min(started_at)), 0.001)
-		from pgrun.jobs where queue = $1`, queue).Scan(&res.P50MS, &res.P99MS, &res.P999MS, &res.StartedPerSec)
+	l, err := startLatency(ctx, pool, queue, 0)
 	if err != nil {
-		return nil, fmt.Errorf("latency: %w", err)
+		return nil, err
 	}
+	res.P50MS, res.P99MS, res.P999MS, res.StartedPerSec = l.P50MS, l.P99MS, l.P999MS, l.StartedPerSec
 	return res, nil
 }

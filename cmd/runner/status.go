@@ -114,10 +114,13 @@ func newStatusCmd(g *globals) *cobra.Command {
 			fmt.Fprintln(tw, "QUEUE\tQUEUED\tSCHEDULED\tRUNNING\tPENDING\tWAITING\tOLDEST\tDONE/1m\tFAILED/1m\tJOBS/s (1m avg)")
 			estimated := false
 			for _, q := range queues {
-				n := func(v int64) string { return fmt.Sprint(v) }
-				if q.Estimated {
-					estimated = true
-					n = func(v int64) string { return fmt.Sprintf("~%d", v) }
+				// A large count is what gets estimated; the small ones beside it are exact.
+				n := func(v int64) string {
+					if q.Estimated && v > 10000 {
+						estimated = true
+						return fmt.Sprintf("~%d", v)
+					}
+					return fmt.Sprint(v)
 				}
 				name := q.Queue
 				if q.Paused {
@@ -127,16 +130,8 @@ func newStatusCmd(g *globals) *cobra.Command {
 				if q.OldestQueuedAge != nil {
 					oldest = age(*q.OldestQueuedAge)
 				}
-				// A large count is the usual reason for an estimate; the small ones beside
-				// it print as they are.
-				big := func(v int64) string {
-					if v > 10000 {
-						return n(v)
-					}
-					return fmt.Sprint(v)
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\n", name, big(q.Queued), big(q.Scheduled),
-					big(q.Running), big(q.Pending), big(q.Waiting), oldest, big(q.Succeeded1m), big(q.Failed1m),
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\n", name, n(q.Queued), n(q.Scheduled),
+					n(q.Running), n(q.Pending), n(q.Waiting), oldest, n(q.Succeeded1m), n(q.Failed1m),
 					float64(q.Succeeded1m+q.Failed1m)/60)
 			}
 			if estimated {

@@ -241,17 +241,8 @@ begin
 end;
 $$;
 
--- node_dependents lists the nodes of run r's workflow that depend directly on node.
-create or replace function pgrun.node_dependents(r pgrun.runs, node text)
-returns setof text
-language sql
-stable
-set search_path = pgrun, pg_catalog
-as $$
-  select n ->> 'name'
-  from pgrun.workflows w, jsonb_array_elements(w.spec -> 'nodes') n
-  where w.name = r.workflow and w.version = r.version and (n -> 'deps') ? node
-$$;
+-- (node_dependents, unused since node_finished reads the spec once.)
+drop function if exists pgrun.node_dependents(pgrun.runs, text);
 
 -- node_downstream lists the nodes of run r's workflow that depend on node, directly
 -- or not. Each step looks the next nodes up in a map built once ({"node":
@@ -600,11 +591,7 @@ begin
     raise exception 'run % does not exist', coalesce(run_id::text, 'NULL')
       using errcode = 'P0002', hint = 'List runs with: SELECT id, workflow, status FROM pgrun.runs ORDER BY id DESC LIMIT 20;';
   end if;
-  if not pgrun.sees_all() and not pgrun.tenant_mode() then
-    raise exception 'cancelling run % needs pgrun_admin', run_id
-      using errcode = '42501',
-            hint = 'Ask an administrator, or turn on the tenant mode, in which an enqueuer cancels its own tenant''s runs.';
-  end if;
+  perform pgrun.check_may_cancel(format('run %s', run_id));
   update pgrun.runs x set status = 'cancelled', finished_at = pgrun.clock(),
     error = jsonb_build_object('class', 'cancelled', 'message', coalesce(reason, 'cancelled'))
   where x.id = cancel_run.run_id and x.status = 'running'

@@ -21,6 +21,19 @@ immutable
 set search_path = pgrun, pg_catalog
 as $$ select 10000 $$;
 
+-- kind_handled is the one rule behind queue_stats.unhandled: a live worker serving
+-- queue q has a handler for kind (or serves any kind) as of at.
+create or replace function pgrun.kind_handled(q text, kind text, at timestamptz)
+returns boolean
+language sql
+stable
+set search_path = pgrun, pg_catalog
+as $$
+  select exists (select 1 from pgrun.workers w
+                 where pgrun.worker_alive(w, at) and q = any (w.queues)
+                   and (w.kinds is null or kind = any (w.kinds)))
+$$;
+
 -- queue_counts returns one row per queue for the queue_stats view (see above);
 -- estimated is true if any number of the row is an estimate. It runs as the engine:
 -- the counts are of every tenant's jobs, and carry no payload.
@@ -34,8 +47,8 @@ set search_path = pgrun, pg_catalog
 as $$
 #variable_conflict use_column
 declare
-  v_sample jsonb;            -- [{queue, status, due, kind, n}] of the sample, once taken
-  v_finished jsonb;          -- [{queue, status, n}] of the last minute's endings
+  v_sample jsonb;            -- {queue: {queued, due, running, ...}} of the sample, once taken
+  v_finished jsonb;          -- {queue: {succeeded, failed, cancelled}} of the last minute
   cap      constant integer := pgrun.stats_exact_limit();
   v_now    timestamptz := now();
   q        pgrun.queues;
@@ -48,7 +61,7 @@ declare
   v_est    boolean;
   v_scale  double precision;   -- rows of pgrun.jobs per sampled row
   v_finx   double precision := 1; -- finished counts' extrapolation factor
-  v_kinds  jsonb;
+  v_s      jsonb;              -- this queue's part of v_sample
 begin
   -- The last minute's endings, all queues at once, oldest first, at most
   -- 4 * cap rows; past that, the counts are scaled by the minute over the span read.
@@ -61,8 +74,12 @@ begin
   select case when count(*) > 4 * cap and max(r.finished_at) > v_now - interval '1 minute'
               then 60 / greatest(extract(epoch from max(r.finished_at) - (v_now - interval '1 minute')), 0.001)
               else 1 end,
-         (select coalesce(jsonb_agg(jsonb_build_object('queue', g.queue, 'status', g.status, 'n', g.n)), '[]')
-          from (select r2.queue, r2.status, count(*) as n from recent r2 group by 1, 2) g)
+         (select coalesce(jsonb_object_agg(g.queue, jsonb_build_object('succeeded', g.ok, 'failed', g.failed,
+                                                                         'cancelled', g.cancelled)), '{}')
+          from (select r2.queue, count(*) filter (where r2.status = 'succeeded') as ok,
+                       count(*) filter (where r2.status = 'failed') as failed,
+                       count(*) filter (where r2.status = 'cancelled') as cancelled
+                from recent r2 group by 1) g)
   into v_finx, v_finished
   from recent r;
 
@@ -89,9 +106,7 @@ begin
       from (select j.kind, count(*) as n from pgrun.jobs j
             where j.queue = q.name and j.status = 'queued' and j.run_at <= v_now
             group by j.kind) k
-      where not exists (select 1 from pgrun.workers w
-                        where pgrun.worker_alive(w, v_now) and q.name = any (w.queues)
-                          and (w.kinds is null or k.kind = any (w.kinds)));
+      where not pgrun.kind_handled(q.name, k.kind, v_now);
     end if;
 
     if v_all > cap or v_run > cap or v_pend + v_wait > cap then
@@ -102,36 +117,35 @@ begin
         v_scale := greatest(v_scale, 1);
         -- The percentage is computed here, never a caller's value; TABLESAMPLE takes
         -- an expression, so no SQL is built.
-        select coalesce(jsonb_agg(jsonb_build_object('queue', g.queue, 'status', g.status, 'due', g.due,
-                                                     'kind', g.kind, 'n', g.n)), '[]')
+        select coalesce(jsonb_object_agg(g.queue, to_jsonb(g) - 'queue'), '{}')
         into v_sample
-        from (select j.queue, j.status, j.run_at <= v_now as due, j.kind, count(*) as n
-              from pgrun.jobs j tablesample system (least(100, 100 / v_scale))
-              where j.status in ('queued', 'running', 'pending', 'waiting')
-              group by 1, 2, 3, 4) g;
+        from (select x.queue,
+                     round(coalesce(sum(x.n) filter (where x.status = 'queued'), 0) * v_scale) as queued,
+                     round(coalesce(sum(x.n) filter (where x.status = 'queued' and x.due), 0) * v_scale) as due,
+                     round(coalesce(sum(x.n) filter (where x.status = 'running'), 0) * v_scale) as running,
+                     round(coalesce(sum(x.n) filter (where x.status = 'pending'), 0) * v_scale) as pending,
+                     round(coalesce(sum(x.n) filter (where x.status = 'waiting'), 0) * v_scale) as waiting,
+                     round(coalesce(sum(x.n) filter (where x.status = 'queued' and x.due
+                                                       and not pgrun.kind_handled(x.queue, x.kind, v_now)), 0)
+                           * v_scale) as unhandled
+              from (select j.queue, j.status, j.run_at <= v_now as due, j.kind, count(*) as n
+                    from pgrun.jobs j tablesample system (least(100, 100 / v_scale))
+                    where j.status in ('queued', 'running', 'pending', 'waiting')
+                    group by 1, 2, 3, 4) x
+              group by x.queue) g;
       end if;
+      v_s := coalesce(v_sample -> q.name, '{}');
       if v_all > cap then
-        select round(coalesce(sum(s.n) filter (where s.due), 0) * v_scale),
-               round(coalesce(sum(s.n), 0) * v_scale)
-        into v_due, v_all
-        from jsonb_to_recordset(v_sample) s(queue text, status pgrun.job_status, due boolean, kind text, n bigint) where s.queue = q.name and s.status = 'queued';
-        v_all := greatest(v_all, cap + 1);
-        select round(coalesce(sum(k.n), 0) * v_scale)::bigint into v_unh
-        from (select s.kind, sum(s.n) as n from jsonb_to_recordset(v_sample) s(queue text, status pgrun.job_status, due boolean, kind text, n bigint)
-              where s.queue = q.name and s.status = 'queued' and s.due group by s.kind) k
-        where not exists (select 1 from pgrun.workers w
-                          where pgrun.worker_alive(w, v_now) and q.name = any (w.queues)
-                            and (w.kinds is null or k.kind = any (w.kinds)));
+        v_due := coalesce((v_s ->> 'due')::bigint, 0);
+        v_all := greatest(coalesce((v_s ->> 'queued')::bigint, 0), cap + 1);
+        v_unh := coalesce((v_s ->> 'unhandled')::bigint, 0);
       end if;
       if v_run > cap then
-        select greatest(round(coalesce(sum(s.n), 0) * v_scale), cap + 1) into v_run
-        from jsonb_to_recordset(v_sample) s(queue text, status pgrun.job_status, due boolean, kind text, n bigint) where s.queue = q.name and s.status = 'running';
+        v_run := greatest(coalesce((v_s ->> 'running')::bigint, 0), cap + 1);
       end if;
       if v_pend + v_wait > cap then
-        select round(coalesce(sum(s.n) filter (where s.status = 'pending'), 0) * v_scale),
-               round(coalesce(sum(s.n) filter (where s.status = 'waiting'), 0) * v_scale)
-        into v_pend, v_wait
-        from jsonb_to_recordset(v_sample) s(queue text, status pgrun.job_status, due boolean, kind text, n bigint) where s.queue = q.name;
+        v_pend := coalesce((v_s ->> 'pending')::bigint, 0);
+        v_wait := coalesce((v_s ->> 'waiting')::bigint, 0);
       end if;
     end if;
 
@@ -157,11 +171,9 @@ begin
                   where j.queue = q.name and j.status = 'queued' and j.priority = l.p
                   order by j.run_at limit 1) h
     where l.p is not null and h.run_at <= v_now;
-    select coalesce(round(sum(f.n) filter (where f.status = 'succeeded') * v_finx), 0),
-           coalesce(round(sum(f.n) filter (where f.status = 'failed') * v_finx), 0),
-           coalesce(round(sum(f.n) filter (where f.status = 'cancelled') * v_finx), 0)
-    into succeeded_1m, failed_1m, cancelled_1m
-    from jsonb_to_recordset(v_finished) f(queue text, status pgrun.job_status, n bigint) where f.queue = q.name;
+    succeeded_1m := round(coalesce((v_finished -> q.name ->> 'succeeded')::bigint, 0) * v_finx);
+    failed_1m := round(coalesce((v_finished -> q.name ->> 'failed')::bigint, 0) * v_finx);
+    cancelled_1m := round(coalesce((v_finished -> q.name ->> 'cancelled')::bigint, 0) * v_finx);
     estimated := v_est;
     return next;
   end loop;

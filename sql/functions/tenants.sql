@@ -173,6 +173,24 @@ begin
 end;
 $$;
 
+-- check_may_cancel raises 42501 unless the caller may cancel what (a job or run it
+-- may touch, see may_touch): administrators and the owner may, an enqueuer only in the
+-- tenant mode (its own tenant's; may_touch already hid the others').
+create or replace function pgrun.check_may_cancel(what text)
+returns void
+language plpgsql
+stable
+set search_path = pgrun, pg_catalog
+as $$
+begin
+  if not pgrun.sees_all() and not pgrun.tenant_mode() then
+    raise exception 'cancelling % needs pgrun_admin', what
+      using errcode = '42501',
+            hint = 'Ask an administrator, or turn on the tenant mode, in which an enqueuer cancels its own tenant''s jobs and runs.';
+  end if;
+end;
+$$;
+
 -- jobs_tenant stamps a new job that names no tenant with new_job_tenant. Present only
 -- while the mode is on (set_tenant_mode adds it). A row that names a tenant keeps it:
 -- the engine's own inserts name the right one (start_run's nodes, enqueue_jobs'

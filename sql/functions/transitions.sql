@@ -280,11 +280,7 @@ begin
   if not found or not pgrun.may_touch(t) then
     perform pgrun.job_not_found(cancel_job.id);
   end if;
-  if not pgrun.sees_all() and not pgrun.tenant_mode() then
-    raise exception 'cancelling job % needs pgrun_admin', cancel_job.id
-      using errcode = '42501',
-            hint = 'Ask an administrator, or turn on the tenant mode, in which an enqueuer cancels its own tenant''s jobs.';
-  end if;
+  perform pgrun.check_may_cancel(format('job %s', cancel_job.id));
   return pgrun.cancel_tree(cancel_job.id, reason);
 end;
 $$;
