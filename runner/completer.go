@@ -169,9 +169,15 @@ func (c *completer) complete(batch []completion) {
 func (c *completer) send(ctx context.Context, batch []completion) error {
 	ids := make([]int64, len(batch))
 	attempts := make([]int32, len(batch))
-	results := make([][]byte, len(batch))
+	var results [][]byte // nil while no job has a result: complete_jobs then skips its size check
 	for i, x := range batch {
-		ids[i], attempts[i], results[i] = x.id, int32(x.attempt), x.result
+		ids[i], attempts[i] = x.id, int32(x.attempt)
+		if x.result != nil && results == nil {
+			results = make([][]byte, len(batch))
+		}
+		if results != nil {
+			results[i] = x.result
+		}
 	}
 	var readied string
 	err := withRetry(ctx, func(ctx context.Context) error {
@@ -183,6 +189,7 @@ func (c *completer) send(ctx context.Context, batch []completion) error {
 			ids, attempts, results, c.r.cfg.WorkerID).Scan(&readied)
 	})
 	if err == nil {
+		c.r.stats.completeCalls.Add(1)
 		c.r.wakeReadied(readied)
 	}
 	return err

@@ -73,17 +73,41 @@ func (r *Runner) start(job *pgrun.Job, f *fetcher) {
 	}
 	r.mu.Unlock()
 	r.execWG.Add(1)
-	go func() {
-		defer e.finish()
-		defer e.cancel(nil)
-		result, err := e.invoke()
-		close(e.done)
-		e.releaseModels()
-		if !e.reported.CompareAndSwap(false, true) {
-			return // abandoned by the watchdog, which reported already
+	select {
+	case r.handoff <- e: // an idle worker goroutine takes it
+	default:
+		go r.work(e, r.workersStop)
+	}
+}
+
+// work runs e and then whatever executions are handed to it, until the runner stops.
+// Worker goroutines are reused rather than started per job: at tens of thousands of
+// jobs a second, starting a goroutine (and growing its stack again) for each was a
+// measurable share of the runner's CPU. There are never more of them than jobs that
+// ran at once (plus handlers the watchdog abandoned, until they return).
+func (r *Runner) work(e *execution, stop <-chan struct{}) {
+	for {
+		e.run()
+		select {
+		case e = <-r.handoff:
+		case <-stop:
+			return
 		}
-		e.report(result, err)
-	}()
+	}
+}
+
+// run invokes the handler and reports the outcome, unless the watchdog abandoned
+// the handler and reported already.
+func (e *execution) run() {
+	defer e.finish()
+	defer e.cancel(nil)
+	result, err := e.invoke()
+	close(e.done)
+	e.releaseModels()
+	if !e.reported.CompareAndSwap(false, true) {
+		return // abandoned by the watchdog, which reported already
+	}
+	e.report(result, err)
 }
 
 // finish frees the execution's slot, once: when the handler returns, or earlier if
@@ -133,9 +157,13 @@ func (p *panicError) ErrorClass() string { return "panic" }
 // reason no retry can fix (the server refuses the result, the children, the delay),
 // the job fails with that reason instead of staying running until its lease runs out.
 func (e *execution) report(result any, err error) {
+	cause := context.Cause(e.ctx)
+	if err == nil && cause == nil {
+		e.succeed(result) // the common case, kept free of allocations it does not need
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
 	defer cancel()
-	cause := context.Cause(e.ctx)
 	log := e.r.log.With("job", e.job.ID, "kind", e.job.Kind, "attempt", e.job.Attempt)
 	switch {
 	case errors.Is(cause, ErrJobCancelled) || errors.Is(cause, ErrLeaseLost) || errors.Is(cause, ErrTimeout):
@@ -146,17 +174,8 @@ func (e *execution) report(result any, err error) {
 	case errors.Is(cause, ErrShutdown):
 		e.requeue(ctx, "runner shut down before the job finished")
 		return
-	}
-	if err == nil {
-		payload, merr := json.Marshal(result)
-		if merr != nil {
-			e.r.failReport(ctx, e.job.ID, e.job.Attempt, "bad_result", fmt.Sprintf("encode result: %v", merr))
-			return
-		}
-		if result == nil {
-			payload = nil
-		}
-		e.r.completer.add(completion{id: e.job.ID, attempt: e.job.Attempt, result: payload})
+	case err == nil:
+		e.succeed(result)
 		return
 	}
 	var de *deferError
@@ -177,6 +196,22 @@ func (e *execution) report(result any, err error) {
 		return
 	}
 	e.fail(ctx, log, err)
+}
+
+// succeed hands the result to the completer, which records it in its next batch
+// (with its own timeout). A result that does not encode fails the job for good.
+func (e *execution) succeed(result any) {
+	var payload []byte
+	if result != nil {
+		var err error
+		if payload, err = json.Marshal(result); err != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
+			defer cancel()
+			e.r.failReport(ctx, e.job.ID, e.job.Attempt, "bad_result", fmt.Sprintf("encode result: %v", err))
+			return
+		}
+	}
+	e.r.completer.add(completion{id: e.job.ID, attempt: e.job.Attempt, result: payload})
 }
 
 // fail records a failed attempt with its class, message and (for panics) stack.

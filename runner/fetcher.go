@@ -142,6 +142,7 @@ func (f *fetcher) took(res claimed) error {
 		return res.err
 	}
 	f.r.stats.claimed.Add(int64(len(res.jobs)))
+	f.r.stats.claimCalls.Add(1)
 	for _, j := range res.jobs {
 		f.busy++
 		f.r.start(j, f)

@@ -147,6 +147,10 @@ type Runner struct {
 	jobCtx    context.Context
 	cancelJob context.CancelFunc
 	execWG    sync.WaitGroup
+	// handoff passes an execution to an idle worker goroutine (see work);
+	// workersStop, closed when Run returns, ends the idle ones.
+	handoff     chan *execution
+	workersStop chan struct{}
 }
 
 // New returns a runner on pool. Configuration errors are reported by Run (and by
@@ -165,6 +169,7 @@ func New(pool *pgxpool.Pool, cfg Config) *Runner {
 		cancelCh:  make(chan cancelKey, 1024),
 
 		heartbeatCh: make(chan struct{}, 1),
+		handoff:     make(chan *execution),
 	}
 	r.jobCtx, r.cancelJob = context.WithCancel(context.Background())
 	return r
@@ -343,6 +348,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 	r.log.Info("runner started", "queues", r.queueNames(), "host", r.cfg.Host, "kinds", r.handledKinds())
 
+	r.workersStop = make(chan struct{})
 	// bg is for the machinery that must outlive ctx during the shutdown sequence.
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()
@@ -388,6 +394,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	_ = claiming.Wait()
 
 	r.shutdown()
+	close(r.workersStop)
 	r.completer.close()
 	stopBG()
 	_ = machinery.Wait()

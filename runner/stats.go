@@ -10,15 +10,27 @@ type Stats struct {
 	Claimed int64
 	// Completed is the number of successes recorded (committed by complete_jobs).
 	Completed int64
+	// ClaimCalls and CompleteCalls count the claim_jobs and complete_jobs calls that
+	// succeeded: Claimed/ClaimCalls is the average claim, the figure that says how
+	// well round trips are amortised.
+	ClaimCalls    int64
+	CompleteCalls int64
 }
 
 // stats holds the live counters behind [Runner.Stats].
 type stats struct {
-	claimed   atomic.Int64
-	completed atomic.Int64
+	claimed       atomic.Int64
+	completed     atomic.Int64
+	claimCalls    atomic.Int64
+	completeCalls atomic.Int64
 }
 
 // Stats returns a snapshot of the runner's counters; safe to call at any time.
 func (r *Runner) Stats() Stats {
-	return Stats{Claimed: r.stats.claimed.Load(), Completed: r.stats.completed.Load()}
+	return Stats{
+		Claimed:       r.stats.claimed.Load(),
+		Completed:     r.stats.completed.Load(),
+		ClaimCalls:    r.stats.claimCalls.Load(),
+		CompleteCalls: r.stats.completeCalls.Load(),
+	}
 }

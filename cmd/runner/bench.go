@@ -34,6 +34,10 @@ type benchResult struct {
 	FirstTenthPerSec float64 `json:"first_tenth_per_sec"`
 	LastTenthPerSec  float64 `json:"last_tenth_per_sec"`
 	Runners          int     `json:"runners"`
+	// AvgClaim and AvgComplete are the jobs per claim_jobs and complete_jobs call
+	// during the burn-down: how well the runner amortised its round trips.
+	AvgClaim    float64 `json:"avg_claim"`
+	AvgComplete float64 `json:"avg_complete"`
 }
 
 // benchOptions are the knobs of a burn-down bench.
@@ -147,6 +151,7 @@ The bench queue's rows are deleted afterwards unless --keep is given.`,
 			fmt.Fprintf(out, "enqueue         %.0f jobs/s\n", res.EnqueuePerSec)
 			fmt.Fprintf(out, "burn-down       %.2f s, %.0f jobs/s (first 10%%: %.0f jobs/s, last 10%%: %.0f jobs/s)\n",
 				res.BurnSeconds, res.JobsPerSec, res.FirstTenthPerSec, res.LastTenthPerSec)
+			fmt.Fprintf(out, "round trips     %.0f jobs per claim, %.0f per completion call\n", res.AvgClaim, res.AvgComplete)
 			if res.LatencyJobs > 0 {
 				fmt.Fprintf(out, "start latency   p50 %.2f ms, p99 %.2f ms (%d jobs enqueued one by one)\n",
 					res.LatencyP50MS, res.LatencyP99MS, res.LatencyJobs)
@@ -247,6 +252,14 @@ func bench(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, o benchO
 	res.BurnSeconds = time.Since(start).Seconds()
 	res.JobsPerSec = float64(jobs) / res.BurnSeconds
 	end := start.Add(time.Duration(res.BurnSeconds * float64(time.Second)))
+	var st runner.Stats
+	for _, r := range fleet {
+		s := r.Stats()
+		st.Claimed, st.ClaimCalls = st.Claimed+s.Claimed, st.ClaimCalls+s.ClaimCalls
+		st.Completed, st.CompleteCalls = st.Completed+s.Completed, st.CompleteCalls+s.CompleteCalls
+	}
+	res.AvgClaim = float64(st.Claimed) / float64(max(st.ClaimCalls, 1))
+	res.AvgComplete = float64(st.Completed) / float64(max(st.CompleteCalls, 1))
 	res.FirstTenthPerSec = float64(tenth) / marks[0].Sub(start).Seconds()
 	res.LastTenthPerSec = float64(tenth) / end.Sub(marks[1]).Seconds()
 
