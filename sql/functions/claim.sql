@@ -142,7 +142,8 @@ begin
     return query
     update pgrun.jobs j
     set status = 'running', attempt = j.attempt + 1, claimed_by = worker,
-        lease_expires_at = v_now + lease, started_at = v_now, heartbeat_at = null
+        lease_expires_at = v_now + lease, started_at = v_now, heartbeat_at = null,
+        deadline_at = v_now + j.timeout
     where j.id = any (v_ids)
     returning j.*;
     get diagnostics v_total = row_count;
@@ -215,7 +216,8 @@ begin
       return query
       update pgrun.jobs j
       set status = 'running', attempt = j.attempt + 1, claimed_by = worker,
-          lease_expires_at = v_now + lease, started_at = v_now, heartbeat_at = null
+          lease_expires_at = v_now + lease, started_at = v_now, heartbeat_at = null,
+        deadline_at = v_now + j.timeout
       where j.id = any (v_ids)
       returning j.*;
       get diagnostics v_got = row_count;

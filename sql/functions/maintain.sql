@@ -57,8 +57,9 @@ stable
 set search_path = pgrun, pg_catalog
 as $$
   select array(select c.id from pgrun.jobs c
-               where c.status = 'running' and c.lease_expires_at < pgrun.clock()
-               order by c.lease_expires_at limit batch)
+               where c.status = 'running' and least(c.lease_expires_at, c.deadline_at) < pgrun.clock()
+                 and c.lease_expires_at < pgrun.clock()
+               order by least(c.lease_expires_at, c.deadline_at) limit batch)
 $$;
 
 -- reap_expired_leases requeues running jobs whose lease ran out (event
@@ -99,8 +100,9 @@ begin
         lease_expires_at = null
     where j.id = any (coalesce(ids, array(
         select c.id from pgrun.jobs c
-        where c.status = 'running' and c.lease_expires_at < v_now
-        order by c.lease_expires_at
+        where c.status = 'running' and least(c.lease_expires_at, c.deadline_at) < v_now
+          and c.lease_expires_at < v_now
+        order by least(c.lease_expires_at, c.deadline_at)
         limit batch
         for update skip locked)))
       and j.status = 'running' and j.lease_expires_at < v_now
@@ -137,12 +139,24 @@ language sql
 stable
 set search_path = pgrun, pg_catalog
 as $$
-  select array(select c.id from pgrun.jobs c
-               where (c.status = 'running' or (c.status = 'waiting' and c.failure_ratio is not null))
-                 and c.timeout is not null
-                 and c.started_at + c.timeout < pgrun.clock()
-                 and coalesce(c.heartbeat_at, c.started_at) < pgrun.clock() - stall_window
-               order by c.started_at limit batch)
+  select array(select x.id from (
+    -- Running jobs by the running index's key (the earlier of lease and deadline): the
+    -- scan stops at the first job that is due for neither, however many dead entries
+    -- a burn-down left behind it.
+    (select c.id, c.started_at from pgrun.jobs c
+     where c.status = 'running' and least(c.lease_expires_at, c.deadline_at) < pgrun.clock()
+       and c.timeout is not null
+       and c.started_at + c.timeout < pgrun.clock()
+       and coalesce(c.heartbeat_at, c.started_at) < pgrun.clock() - stall_window
+     order by least(c.lease_expires_at, c.deadline_at) limit batch)
+    union all
+    (select c.id, c.started_at from pgrun.jobs c
+     where c.status = 'waiting' and c.failure_ratio is not null
+       and c.timeout is not null
+       and c.started_at + c.timeout < pgrun.clock()
+       and coalesce(c.heartbeat_at, c.started_at) < pgrun.clock() - stall_window
+     limit batch)) x
+    order by x.started_at limit batch)
 $$;
 
 -- fail_overdue enforces timeouts; this is the one timeout rule, whatever language
@@ -167,13 +181,17 @@ as $$
 #variable_conflict use_column
 declare
   v_now  timestamptz := pgrun.clock();
+  v_ids  bigint[] := coalesce(ids, pgrun.overdue_jobs(stall_window, batch));
   r      record;
   n      integer := 0;
 begin
+  if cardinality(v_ids) = 0 then
+    return 0;
+  end if;
   for r in
     select c.id, c.attempt, c.timeout, c.status, c.progress_current, c.children_failed, c.progress_total
     from pgrun.jobs c
-    where c.id = any (coalesce(ids, pgrun.overdue_jobs(stall_window, batch)))
+    where c.id = any (v_ids)
       and (c.status = 'running' or (c.status = 'waiting' and c.failure_ratio is not null))
       and c.timeout is not null
       and c.started_at + c.timeout < v_now
@@ -219,12 +237,21 @@ language plpgsql
 set search_path = pgrun, pg_catalog
 as $$
 declare
-  v_now  timestamptz := pgrun.clock();
-  n      integer;
+  v_now     timestamptz := pgrun.clock();
+  v_silent  text[];
+  n         integer;
 begin
+  -- The silent workers first, from the small workers table: usually there are none,
+  -- and the running jobs are not read at all.
+  v_silent := array(select w.id from pgrun.workers w
+                    where w.flagged_dead_at is null and w.state <> 'stopped'
+                      and not pgrun.worker_alive(w, v_now));
+  if cardinality(v_silent) = 0 then
+    return 0;
+  end if;
   with dead as (
     update pgrun.workers w set flagged_dead_at = v_now
-    where w.flagged_dead_at is null and w.state <> 'stopped' and not pgrun.worker_alive(w, v_now)
+    where w.id = any (v_silent) and w.flagged_dead_at is null
       and exists (select 1 from pgrun.jobs j where j.status = 'running' and j.claimed_by = w.id)
     returning w.id, w.host, w.last_seen
   ),

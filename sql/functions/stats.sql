@@ -95,7 +95,7 @@ begin
           order by j.priority, j.run_at, j.id limit cap + 1) x;
     select count(*) into v_run
     from (select 1 from pgrun.jobs j where j.status = 'running' and j.queue = q.name
-          order by j.lease_expires_at limit cap + 1) x;
+          order by least(j.lease_expires_at, j.deadline_at) limit cap + 1) x;
     select count(*) filter (where x.status = 'pending'), count(*) filter (where x.status = 'waiting')
     into v_pend, v_wait
     from (select j.status from pgrun.jobs j
