@@ -34,6 +34,7 @@ type execution struct {
 	// the watchdog when it abandons the handler.
 	reported   atomic.Bool
 	f          *fetcher
+	began      time.Time
 	finishOnce sync.Once
 	// models are the cache handles the handler took, released when it returns.
 	mu     sync.Mutex
@@ -52,7 +53,7 @@ const noHandlerDelay = time.Minute
 // start runs job in its own goroutine; f is told when the slot is free again.
 func (r *Runner) start(job *pgrun.Job, f *fetcher) {
 	ctx, cancel := context.WithCancelCause(r.jobCtx)
-	e := &execution{r: r, job: job, f: f, done: make(chan struct{})}
+	e := &execution{r: r, job: job, f: f, done: make(chan struct{}), began: time.Now()}
 	// Abandonment is measured from the moment of cancellation (the watchdog's clock),
 	// not from when the watchdog next looks.
 	e.cancel = func(cause error) {
@@ -119,7 +120,7 @@ func (e *execution) finish() {
 			delete(e.r.running, e.job.ID)
 		}
 		e.r.mu.Unlock()
-		e.f.freed()
+		e.f.freed(time.Since(e.began))
 		e.r.execWG.Done()
 	})
 }

@@ -3,29 +3,40 @@ package runner
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/pgrun/pgrun"
 )
 
 // fetcher claims jobs for one queue: whenever it is woken (a notification, a freed
-// slot) or its poll ticks, it claims up to its free slots in one call and starts an
-// execution per job, repeating while claims come back full. With a backlog it keeps
+// slot) or its poll ticks, it claims up to its free capacity in one call and starts
+// an execution per job, repeating while claims come back full. With a backlog it keeps
 // a second claim in flight while the first is on its way, so that the round trip of
 // one claim overlaps the next: a single claim at a time left the database idle for
 // half of each cycle.
+//
+// Its capacity is its slots plus a prefetch allowance (see prefetch): jobs claimed
+// beyond the free slots wait in a small local buffer and start as slots free up.
 type fetcher struct {
 	r       *Runner
 	queue   string
 	slots   int
 	wakeCh  chan struct{}
-	freedCh chan struct{}
+	freedCh chan time.Duration // an execution's run time, as its slot frees up
 	// Owned by run:
 	busy     int  // executions started and not yet finished
-	reserved int  // slots asked for by claims in flight
+	reserved int  // jobs asked for by claims in flight
 	inflight int  // claims in flight
 	backlog  bool // the last claim came back full: more jobs are likely waiting
 	resume   resumer
+	rtt      ewma // a claim's round trip
+	runTime  ewma // a job's time in its slot
+
+	// ready holds jobs claimed beyond the free slots, oldest first. Guarded by readyMu
+	// because lease renewal reads it.
+	readyMu sync.Mutex
+	ready   []*pgrun.Job
 }
 
 // maxInflight is how many claims of one queue a runner has in flight at once.
@@ -36,6 +47,7 @@ type claimed struct {
 	asked int
 	jobs  []*pgrun.Job
 	err   error
+	took  time.Duration
 }
 
 func newFetcher(r *Runner, queue string, slots int) *fetcher {
@@ -44,7 +56,7 @@ func newFetcher(r *Runner, queue string, slots int) *fetcher {
 		queue:   queue,
 		slots:   slots,
 		wakeCh:  make(chan struct{}, 1),
-		freedCh: make(chan struct{}, slots),
+		freedCh: make(chan time.Duration, slots),
 	}
 }
 
@@ -55,15 +67,35 @@ func (f *fetcher) wake() {
 	}
 }
 
-// freed is called by an execution when its slot is free again.
-func (f *fetcher) freed() { f.freedCh <- struct{}{} }
+// freed is called by an execution when its slot is free again, with how long the job
+// held it.
+func (f *fetcher) freed(ran time.Duration) { f.freedCh <- ran }
 
-// free is how many slots neither run a job nor wait for a claim in flight.
-func (f *fetcher) free() int { return f.slots - f.busy - f.reserved }
+// prefetch is how many jobs this fetcher claims beyond its slots: as many as the slots
+// finish during one claim round trip (slots x round trip / run time, Little's law), at
+// most a claim's worth, so that the slots never wait for a claim. Jobs that run for
+// longer than a round trip get almost none, so a buffered job waits at most about one
+// round trip, and a runner never hoards work that another runner could start sooner.
+// It is zero until both have been measured. This is what keeps a runner with few slots
+// near the throughput of one with many: without it a slot could run at most one job
+// per claim round trip, however short the job.
+func (f *fetcher) prefetch() int {
+	rtt, run := f.rtt.value(), f.runTime.value()
+	if rtt <= 0 || run <= 0 {
+		return 0
+	}
+	return int(min(float64(f.slots)*rtt/run, float64(f.r.cfg.MaxClaim)))
+}
 
-// want is the number of free slots a claim with a backlog waits for: half the slots,
-// or half a claim.
-func (f *fetcher) want() int { return max(1, min(f.slots, f.r.cfg.MaxClaim)/2) }
+// free is the capacity that neither runs a job, waits in the buffer, nor waits for a
+// claim in flight.
+func (f *fetcher) free() int {
+	return f.slots + f.prefetch() - f.busy - f.reserved - f.buffered()
+}
+
+// want is the free capacity a claim with a backlog waits for: half the capacity, or
+// half a claim.
+func (f *fetcher) want() int { return max(1, min(f.slots+f.prefetch(), f.r.cfg.MaxClaim)/2) }
 
 // claimErrorBackoff is how long a fetcher waits after a failed claim.
 const claimErrorBackoff = time.Second
@@ -72,13 +104,15 @@ func (f *fetcher) run(ctx context.Context) {
 	poll := time.NewTicker(f.r.cfg.PollInterval)
 	defer poll.Stop()
 	results := make(chan claimed, maxInflight)
-	// A claim in flight at shutdown is waited for and its jobs started: on the server
-	// they are this runner's, and the shutdown sequence handles them as it does the
-	// others. (Claims are not cancelled by shutdown; see claimTimeout.)
+	// A claim in flight at shutdown is waited for and its jobs started while slots
+	// are free: on the server they are this runner's, and the shutdown sequence handles
+	// them as it does the others. (Claims are not cancelled by shutdown; see
+	// claimTimeout.) Jobs still waiting for a slot go back to the queue.
 	defer func() {
 		for ; f.inflight > 0; f.inflight-- {
 			_ = f.took(<-results)
 		}
+		f.requeueBuffered()
 	}()
 	var backoff <-chan time.Time
 	for {
@@ -102,8 +136,8 @@ func (f *fetcher) run(ctx context.Context) {
 		case <-f.wakeCh:
 		case <-poll.C:
 			f.resume.polled()
-		case <-f.freedCh:
-			f.busy--
+		case ran := <-f.freedCh:
+			f.slotFreed(ran)
 			if !f.gather(ctx) {
 				return
 			}
@@ -111,8 +145,16 @@ func (f *fetcher) run(ctx context.Context) {
 	}
 }
 
-// launch starts claims for the free slots: one when none is in flight, and a second
-// alongside it only with a backlog and enough free slots to make a round trip worth it.
+// slotFreed accounts for a freed slot and gives it to the next buffered job.
+func (f *fetcher) slotFreed(ran time.Duration) {
+	f.busy--
+	f.runTime.add(ran.Seconds())
+	f.startBuffered()
+}
+
+// launch starts claims for the free capacity: one when none is in flight, and a
+// second alongside it only with a backlog and enough free capacity to make a round
+// trip worth it.
 func (f *fetcher) launch(ctx context.Context, results chan<- claimed) {
 	for f.inflight < maxInflight {
 		free := f.free()
@@ -126,14 +168,16 @@ func (f *fetcher) launch(ctx context.Context, results chan<- claimed) {
 		go func() {
 			began := time.Now()
 			jobs, err := f.claim(ctx, n, after)
+			took := time.Since(began)
 			f.r.log.Debug("claimed", "queue", f.queue, "asked", n, "got", len(jobs), "resumed", after != nil,
-				"took", time.Since(began))
-			results <- claimed{asked: n, jobs: jobs, err: err}
+				"took", took)
+			results <- claimed{asked: n, jobs: jobs, err: err, took: took}
 		}()
 	}
 }
 
-// took starts the jobs a claim brought back and returns its error.
+// took buffers the jobs a claim brought back, starts those that have a free slot, and
+// returns the claim's error.
 func (f *fetcher) took(res claimed) error {
 	f.reserved -= res.asked
 	f.resume.claimed(res.jobs, res.err)
@@ -141,30 +185,97 @@ func (f *fetcher) took(res claimed) error {
 		f.backlog = false
 		return res.err
 	}
+	f.rtt.add(res.took.Seconds())
 	f.r.stats.claimed.Add(int64(len(res.jobs)))
 	f.r.stats.claimCalls.Add(1)
-	for _, j := range res.jobs {
-		f.busy++
-		f.r.start(j, f)
-	}
+	f.readyMu.Lock()
+	f.ready = append(f.ready, res.jobs...)
+	f.readyMu.Unlock()
+	f.startBuffered()
 	f.backlog = len(res.jobs) == res.asked
 	return nil
 }
 
-// fetchCooldown is the longest a fetcher with a backlog waits for enough free slots
-// to make a claim worth its round trip.
+// startBuffered starts buffered jobs while slots are free.
+func (f *fetcher) startBuffered() {
+	for f.busy < f.slots {
+		f.readyMu.Lock()
+		if len(f.ready) == 0 {
+			f.ready = nil
+			f.readyMu.Unlock()
+			return
+		}
+		j := f.ready[0]
+		f.ready[0] = nil
+		f.ready = f.ready[1:]
+		f.readyMu.Unlock()
+		f.busy++
+		f.r.start(j, f)
+	}
+}
+
+// buffered is the number of claimed jobs waiting for a slot.
+func (f *fetcher) buffered() int {
+	f.readyMu.Lock()
+	defer f.readyMu.Unlock()
+	return len(f.ready)
+}
+
+// bufferedIDs lists the buffered jobs, whose leases the runner renews like those of
+// running jobs.
+func (f *fetcher) bufferedIDs() []int64 {
+	f.readyMu.Lock()
+	defer f.readyMu.Unlock()
+	ids := make([]int64, len(f.ready))
+	for i, j := range f.ready {
+		ids[i] = j.ID
+	}
+	return ids
+}
+
+// requeueBuffered puts the jobs still waiting for a slot back in the queue without
+// spending an attempt, in one call (the runner is stopping).
+func (f *fetcher) requeueBuffered() {
+	f.readyMu.Lock()
+	jobs := f.ready
+	f.ready = nil
+	f.readyMu.Unlock()
+	if len(jobs) == 0 {
+		return
+	}
+	ids := make([]int64, len(jobs))
+	attempts := make([]int32, len(jobs))
+	for i, j := range jobs {
+		ids[i], attempts[i] = j.ID, int32(j.Attempt)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
+	defer cancel()
+	err := withRetry(ctx, func(ctx context.Context) error {
+		_, err := f.r.pool.Exec(ctx, `select pgrun.requeue_job(t.id, t.attempt, $3, $4)
+			from unnest($1::bigint[], $2::int[]) as t(id, attempt)`,
+			ids, attempts, "runner shut down before the job started", f.r.cfg.WorkerID)
+		return err
+	})
+	if err != nil {
+		f.r.log.Error("could not requeue claimed jobs at shutdown; their leases will bring them back",
+			"queue", f.queue, "jobs", len(jobs), "err", err)
+	}
+}
+
+// fetchCooldown is the longest a fetcher with a backlog waits for enough free
+// capacity to make a claim worth its round trip.
 const fetchCooldown = 5 * time.Millisecond
 
 // gather collects further freed slots before the next claim. With no backlog (the
 // last claim came back short) it takes only what is already free, so a new job
 // starts at once. With a backlog it waits, for at most fetchCooldown, until half the
-// slots (or half a claim) are free: many small claims would cost more round trips
+// capacity (or half a claim) is free: many small claims would cost more round trips
 // than the jobs themselves. It returns false if ctx is done.
 func (f *fetcher) gather(ctx context.Context) bool {
 	for {
 		select {
-		case <-f.freedCh:
-			f.busy--
+		case ran := <-f.freedCh:
+			f.slotFreed(ran)
 			continue
 		default:
 		}
@@ -181,12 +292,28 @@ func (f *fetcher) gather(ctx context.Context) bool {
 			return false
 		case <-timer.C:
 			return true
-		case <-f.freedCh:
-			f.busy--
+		case ran := <-f.freedCh:
+			f.slotFreed(ran)
 		}
 	}
 	return true
 }
+
+// ewma is an exponentially weighted moving average; zero until the first sample.
+type ewma struct{ v float64 }
+
+// ewmaWeight is the weight of a new sample: about the last twenty count.
+const ewmaWeight = 0.05
+
+func (a *ewma) add(x float64) {
+	if a.v == 0 {
+		a.v = x
+		return
+	}
+	a.v += ewmaWeight * (x - a.v)
+}
+
+func (a *ewma) value() float64 { return a.v }
 
 // claimTimeout bounds one claim call. The call is not cancelled by shutdown: a claim
 // that committed on the server but whose answer was dropped would leave its jobs to

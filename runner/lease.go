@@ -35,8 +35,12 @@ func (r *Runner) renewLoop(ctx context.Context) {
 func (r *Runner) renew(ctx context.Context) {
 	r.mu.Lock()
 	execs := slices.Collect(maps.Values(r.running))
+	fetchers := slices.Collect(maps.Values(r.fetchers))
 	r.mu.Unlock()
 	ids := make([]int64, 0, len(execs))
+	for _, f := range fetchers { // claimed jobs waiting for a slot are held too
+		ids = append(ids, f.bufferedIDs()...)
+	}
 	var beats []int64
 	for _, e := range execs {
 		ids = append(ids, e.job.ID)
