@@ -29,6 +29,12 @@ type fetcher struct {
 	reserved int  // jobs asked for by claims in flight
 	inflight int  // claims in flight
 	backlog  bool // the last claim came back full: more jobs are likely waiting
+	// drained is set when a claim came back short with no wake-up since it was sent:
+	// the queue has nothing due for this runner, so it claims again only when woken
+	// (a notification, the poll) instead of asking again at once. wakes counts the
+	// wake-ups, and each claim remembers the count it was sent under.
+	drained  bool
+	wakes    uint64
 	resume   resumer
 	rtt      ewma // a claim's round trip
 	runTime  ewma // a job's time in its slot
@@ -44,6 +50,7 @@ const maxInflight = 2
 
 // claimed is what a claim in flight brings back to run.
 type claimed struct {
+	wakes uint64 // the fetcher's wake count when the claim was sent
 	asked int
 	jobs  []*pgrun.Job
 	err   error
@@ -134,8 +141,10 @@ func (f *fetcher) run(ctx context.Context) {
 		case <-backoff:
 			backoff = nil
 		case <-f.wakeCh:
+			f.woken()
 		case <-poll.C:
 			f.resume.polled()
+			f.woken()
 		case ran := <-f.freedCh:
 			f.slotFreed(ran)
 			if !f.gather(ctx) {
@@ -145,9 +154,16 @@ func (f *fetcher) run(ctx context.Context) {
 	}
 }
 
+// woken records a wake-up: there may be jobs a claim has not seen.
+func (f *fetcher) woken() {
+	f.wakes++
+	f.drained = false
+}
+
 // slotFreed accounts for a freed slot and gives it to the next buffered job.
 func (f *fetcher) slotFreed(ran time.Duration) {
 	f.busy--
+	f.drained = false // a job that finished may make room under the queue's limits
 	f.runTime.add(ran.Seconds())
 	f.startBuffered()
 }
@@ -158,20 +174,21 @@ func (f *fetcher) slotFreed(ran time.Duration) {
 func (f *fetcher) launch(ctx context.Context, results chan<- claimed) {
 	for f.inflight < maxInflight {
 		free := f.free()
-		if free <= 0 || (f.inflight > 0 && (!f.backlog || free < f.want())) {
+		if free <= 0 || f.drained || (f.inflight > 0 && (!f.backlog || free < f.want())) {
 			return
 		}
 		n := min(free, f.r.cfg.MaxClaim)
 		after := f.resume.next()
 		f.inflight++
 		f.reserved += n
+		wakes := f.wakes
 		go func() {
 			began := time.Now()
 			jobs, err := f.claim(ctx, n, after)
 			took := time.Since(began)
 			f.r.log.Debug("claimed", "queue", f.queue, "asked", n, "got", len(jobs), "resumed", after != nil,
 				"took", took)
-			results <- claimed{asked: n, jobs: jobs, err: err, took: took}
+			results <- claimed{wakes: wakes, asked: n, jobs: jobs, err: err, took: took}
 		}()
 	}
 }
@@ -193,6 +210,9 @@ func (f *fetcher) took(res claimed) error {
 	f.readyMu.Unlock()
 	f.startBuffered()
 	f.backlog = len(res.jobs) == res.asked
+	if !f.backlog && res.wakes == f.wakes {
+		f.drained = true
+	}
 	return nil
 }
 

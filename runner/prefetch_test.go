@@ -113,3 +113,34 @@ func TestShutdownRequeuesBufferedJobs(t *testing.T) {
 		t.Fatalf("re-claim: %d jobs, %v", len(again), err)
 	}
 }
+
+// A claim that comes back empty, with no wake-up since it was sent, leaves the fetcher
+// quiet until it is woken (a notification, the poll) or a slot frees up: an idle
+// runner does not ask the database again at once, in a loop. A wake-up that arrives
+// while a claim is in flight is not lost.
+func TestEmptyClaimWaitsForAWakeUp(t *testing.T) {
+	_, f, _ := setupClaimed(t, 1) // the queue is now empty
+	ctx := context.Background()
+	results := make(chan claimed, maxInflight)
+	f.took(claimed{wakes: f.wakes, asked: 1})
+	f.launch(ctx, results)
+	if f.inflight != 0 {
+		t.Fatal("an empty claim was followed by another claim with no wake-up")
+	}
+	f.woken()
+	f.launch(ctx, results)
+	if f.inflight != 1 {
+		t.Fatalf("a woken fetcher has %d claims in flight, want 1", f.inflight)
+	}
+	res := <-results
+	f.inflight--
+	f.woken() // a notification arrived while the claim was in flight
+	if err := f.took(res); err != nil {
+		t.Fatal(err)
+	}
+	f.launch(ctx, results)
+	if f.inflight != 1 {
+		t.Fatal("a wake-up that arrived during a claim was lost")
+	}
+	<-results
+}
