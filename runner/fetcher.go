@@ -33,11 +33,11 @@ type fetcher struct {
 	// the queue has nothing due for this runner, so it claims again only when woken
 	// (a notification, the poll) instead of asking again at once. wakes counts the
 	// wake-ups, and each claim remembers the count it was sent under.
-	drained  bool
-	wakes    uint64
-	resume   resumer
-	rtt      ewma // a claim's round trip
-	runTime  ewma // a job's time in its slot
+	drained bool
+	wakes   uint64
+	resume  resumer
+	rtt     ewma // a claim's round trip
+	runTime ewma // a job's time in its slot
 
 	// ready holds jobs claimed beyond the free slots, oldest first. Guarded by readyMu
 	// because lease renewal reads it.
