@@ -134,6 +134,8 @@ The bench queue's rows are deleted afterwards unless --keep is given.`,
 					res.Rate, duration, res.EnqueuedPerSec, res.StartedPerSec, res.Workers)
 				fmt.Fprintf(out, "start latency   p50 %.2f ms, p99 %.2f ms, p999 %.2f ms (%d jobs)\n",
 					res.P50MS, res.P99MS, res.P999MS, res.Jobs)
+				fmt.Fprintf(out, "enqueue calls   p50 %.2f ms, p99 %.2f ms (the bench's own statements, commit included: part of the latency above)\n",
+					res.EnqueueP50MS, res.EnqueueP99MS)
 				return nil
 			}
 			res, err := bench(ctx, pool, cmd.ErrOrStderr(), benchOptions{Jobs: jobs, Workers: workers,
