@@ -8,8 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"path"
-	"sort"
 	"time"
 
 	"github.com/golang-migrate/migrate/v4"
@@ -54,6 +52,10 @@ func MigrateURL(ctx context.Context, dbURL string) error {
 // migrateUp migrates and applies the functions on db, then closes db (the
 // migrations driver holds a connection of its own until it is closed).
 func migrateUp(ctx context.Context, db *sql.DB, opts MigrateOptions) (err error) {
+	if err := checkServer(ctx, db); err != nil {
+		db.Close()
+		return err
+	}
 	m, err := newMigrate(db)
 	if err != nil {
 		db.Close()
@@ -168,109 +170,6 @@ func newMigrate(db *sql.DB) (*migrate.Migrate, error) {
 		return nil, fmt.Errorf("pgrun: migrate: %w", err)
 	}
 	return m, nil
-}
-
-// functionFile is one file of the function set.
-type functionFile struct {
-	name string
-	body string
-}
-
-// functionSet returns the function files in application order (common.sql first,
-// then the rest by name, views.sql and privileges.sql last) and their combined
-// checksum.
-func functionSet() ([]functionFile, string, error) {
-	entries, err := fs.ReadDir(sqlFiles, "sql/functions")
-	if err != nil {
-		return nil, "", err
-	}
-	rank := func(name string) int {
-		switch name {
-		case "common.sql":
-			return 0
-		case "views.sql":
-			return 2
-		case "privileges.sql":
-			return 3
-		}
-		return 1
-	}
-	names := make([]string, 0, len(entries))
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	sort.Slice(names, func(i, j int) bool {
-		if rank(names[i]) != rank(names[j]) {
-			return rank(names[i]) < rank(names[j])
-		}
-		return names[i] < names[j]
-	})
-	h := sha256.New()
-	files := make([]functionFile, 0, len(names))
-	for _, name := range names {
-		b, err := fs.ReadFile(sqlFiles, path.Join("sql/functions", name))
-		if err != nil {
-			return nil, "", err
-		}
-		fmt.Fprintf(h, "%s\x00%d\x00", name, len(b))
-		h.Write(b)
-		files = append(files, functionFile{name: name, body: string(b)})
-	}
-	return files, hex.EncodeToString(h.Sum(nil)), nil
-}
-
-// FunctionsChecksum is the checksum of the function set this build embeds.
-func FunctionsChecksum() string {
-	_, sum, _ := functionSet()
-	return sum
-}
-
-func applyFunctions(ctx context.Context, db *sql.DB, opts MigrateOptions) error {
-	files, sum, err := functionSet()
-	if err != nil {
-		return fmt.Errorf("pgrun: read function set: %w", err)
-	}
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("pgrun: apply functions: %w", err)
-	}
-	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	if _, err := tx.ExecContext(ctx, `select pg_advisory_xact_lock($1)`, functionsLockKey); err != nil {
-		return fmt.Errorf("pgrun: apply functions: lock: %w", err)
-	}
-	roles := opts.roles()
-	granted, err := ensureRoles(ctx, tx, roles, !opts.NoCreateRoles)
-	if err != nil {
-		return err
-	}
-	// The ledger records the files and the roles granted: a Migrate after a DBA has
-	// created the roles grants them.
-	sum = fmt.Sprintf("%s:%s:%t", sum, roles.Enqueuer+","+roles.Worker+","+roles.Admin, granted)
-	var applied bool
-	if err := tx.QueryRowContext(ctx,
-		`select exists (select 1 from pgrun.function_ledger where checksum = $1)`, sum).Scan(&applied); err != nil {
-		return fmt.Errorf("pgrun: apply functions: read ledger: %w", err)
-	}
-	if applied {
-		return tx.Commit()
-	}
-	for _, f := range files {
-		if _, err := tx.ExecContext(ctx, f.body); err != nil {
-			return fmt.Errorf("pgrun: apply sql/functions/%s: %w", f.name, err)
-		}
-	}
-	if granted {
-		if _, err := tx.ExecContext(ctx, `select pgrun.grant_roles($1, $2, $3)`, roles.Enqueuer, roles.Worker, roles.Admin); err != nil {
-			return fmt.Errorf("pgrun: grant roles: %w", err)
-		}
-	}
-	if _, err := tx.ExecContext(ctx, `delete from pgrun.function_ledger`); err != nil {
-		return fmt.Errorf("pgrun: apply functions: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, `insert into pgrun.function_ledger (checksum) values ($1)`, sum); err != nil {
-		return fmt.Errorf("pgrun: apply functions: %w", err)
-	}
-	return tx.Commit()
 }
 
 // SchemaHash identifies the state Migrate produces: a checksum of every embedded

@@ -260,3 +260,48 @@ begin
   end if;
 end;
 $$;
+
+-- ensure_ddl runs ddl, one of the function set's own CREATE OR REPLACE TRIGGER or
+-- CREATE VIEW statements (never a caller's text: only the schema owner may execute
+-- it), unless the object already exists as that very statement made it. The md5 of the
+-- statement is kept as the object's comment. Re-creating a trigger locks pgrun.jobs
+-- against every writer (SHARE ROW EXCLUSIVE) and waits behind any transaction that
+-- wrote to it, and re-creating a view locks out its readers: a re-apply of an
+-- unchanged function set must take neither lock, so that it never stalls claims
+-- behind a long transaction. kind is 'trigger' (on_table names its table) or 'view';
+-- a changed view is dropped first, since CREATE OR REPLACE VIEW cannot drop or
+-- reorder columns. Returns whether it ran ddl.
+create or replace function pgrun.ensure_ddl(kind text, name text, on_table regclass, ddl text)
+returns boolean
+language plpgsql
+set search_path = pgrun, pg_catalog
+as $$
+declare
+  v_sum  text := 'pgrun:' || md5(ddl);
+  v_same boolean;
+begin
+  if kind = 'trigger' then
+    select obj_description(t.oid, 'pg_trigger') = v_sum into v_same
+    from pg_trigger t where t.tgrelid = on_table and t.tgname = name;
+  elsif kind = 'view' then
+    select obj_description(c.oid, 'pg_class') = v_sum into v_same
+    from pg_class c where c.oid = to_regclass('pgrun.' || quote_ident(name)) and c.relkind = 'v';
+  else
+    raise exception 'ensure_ddl: kind % is not valid', quote_literal(kind)
+      using errcode = '22023', hint = 'Use trigger or view.';
+  end if;
+  if coalesce(v_same, false) then
+    return false;
+  end if;
+  if kind = 'view' then
+    execute format('drop view if exists pgrun.%I', name);
+  end if;
+  execute ddl;
+  if kind = 'trigger' then
+    execute format('comment on trigger %I on %s is %L', name, on_table, v_sum);
+  else
+    execute format('comment on view pgrun.%I is %L', name, v_sum);
+  end if;
+  return true;
+end;
+$$;

@@ -104,17 +104,24 @@ $$;
 -- before jobs_dispatch: the function set of an older release, applied over this one,
 -- drops it by that name, so its own dispatch (which skips jobs already marked) still
 -- sees every job finish, and jobs_dispatch, left behind, finds no marked rows.
-drop trigger if exists jobs_before_finish on pgrun.jobs;
-drop trigger if exists jobs_after_finish on pgrun.jobs;
+-- (The retired trigger is dropped only where it exists: DROP TRIGGER locks the table
+-- even when there is nothing to drop.)
+do $$
+begin
+  if exists (select 1 from pg_trigger where tgrelid = 'pgrun.jobs'::regclass and tgname = 'jobs_before_finish') then
+    drop trigger jobs_before_finish on pgrun.jobs;
+  end if;
+end $$;
 drop function if exists pgrun.jobs_before_finish();
-drop function if exists pgrun.jobs_after_finish();
-create trigger jobs_after_finish
+select pgrun.ensure_ddl('trigger', 'jobs_after_finish', 'pgrun.jobs', $ddl$
+create or replace trigger jobs_after_finish
   before update of status on pgrun.jobs
   for each row
   when (new.status in ('succeeded', 'failed', 'cancelled', 'skipped')
         and old.status not in ('succeeded', 'failed', 'cancelled', 'skipped')
         and (new.parent_id is not null or new.run_id is not null))
   execute function pgrun.jobs_mark_dispatched();
+$ddl$);
 
 -- jobs_dispatch dispatches the workflow jobs (children and DAG nodes) that an
 -- UPDATE statement finished, once per statement: the moment they finish, in the
@@ -187,12 +194,13 @@ $$;
 
 -- Per statement, not per row: transition tables cannot be combined with a column
 -- list, so it fires for every UPDATE and filters the rows itself.
-drop trigger if exists jobs_dispatch on pgrun.jobs;
-create trigger jobs_dispatch
+select pgrun.ensure_ddl('trigger', 'jobs_dispatch', 'pgrun.jobs', $ddl$
+create or replace trigger jobs_dispatch
   after update on pgrun.jobs
   referencing old table as finished_old new table as finished_new
   for each statement
   execute function pgrun.jobs_dispatch();
+$ddl$);
 
 -- drain_outbox retries up to batch due dispatches, each in its own subtransaction.
 -- A success marks the row processed; a failure backs off, and after max_attempts the

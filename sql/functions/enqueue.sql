@@ -142,8 +142,8 @@ $$;
 -- assignment above would store what is already there. "IS NOT TRUE": a NULL anywhere
 -- runs the trigger. Keep the two in step; the limits are max_json_bytes() and
 -- max_key_bytes() (tests/enqueue_bulk_test.go checks them against the functions).
-drop trigger if exists jobs_before_insert on pgrun.jobs;
-create trigger jobs_before_insert
+select pgrun.ensure_ddl('trigger', 'jobs_before_insert', 'pgrun.jobs', $ddl$
+create or replace trigger jobs_before_insert
   before insert on pgrun.jobs
   for each row
   when ((new.kind ~ '^[A-Za-z][A-Za-z0-9_.:/-]*$' and octet_length(new.kind) <= 128
@@ -165,6 +165,7 @@ create trigger jobs_before_insert
          and new.started_at is null and new.finished_at is null and new.result is null
          and new.error is null and new.progress_current = 0) is not true)
   execute function pgrun.jobs_before_insert();
+$ddl$);
 
 -- jobs_after_insert registers new queues and wakes listeners once per queue per
 -- statement. pg_notify is transactional: the wake-up is delivered on commit only.
@@ -201,11 +202,12 @@ begin
 end;
 $$;
 
-drop trigger if exists jobs_after_insert on pgrun.jobs;
-create trigger jobs_after_insert
+select pgrun.ensure_ddl('trigger', 'jobs_after_insert', 'pgrun.jobs', $ddl$
+create or replace trigger jobs_after_insert
   after insert on pgrun.jobs
   referencing new table as new_rows
   for each statement execute function pgrun.jobs_after_insert();
+$ddl$);
 
 -- replace_queued gives queued job id, if it still holds unique_key, new args, priority
 -- and run_at (run_at NULL keeps it) and records job.replaced; it returns the job, or

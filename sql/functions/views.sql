@@ -1,8 +1,7 @@
 -- views.sql: what an operator reads in psql. Applied last: views are checked against
--- the functions and tables as they are created, and dropped first so a new version
--- may change their columns.
-
-drop view if exists pgrun.queue_stats, pgrun.active_jobs, pgrun.worker_status, pgrun.run_status, pgrun.host_status;
+-- the functions and tables as they are created. Each goes through ensure_ddl, which
+-- re-creates a view (dropping it first, so that a new version may change its columns)
+-- only when its statement changed: re-creating it locks out its readers.
 
 -- queue_stats answers "how is each queue doing": jobs by state (queued means due now,
 -- scheduled means queued for later), the age of the oldest due job, what finished in
@@ -11,13 +10,16 @@ drop view if exists pgrun.queue_stats, pgrun.active_jobs, pgrun.worker_status, p
 -- exact up to stats_exact_limit() (10,000) and estimated beyond, with estimated set:
 -- stats.sql says how, and how close. It counts every tenant's jobs (with the engine's
 -- rights): numbers per queue, never a payload.
-create or replace view pgrun.queue_stats as
+select pgrun.ensure_ddl('view', 'queue_stats', null, $ddl$
+create view pgrun.queue_stats as
 select * from pgrun.queue_counts();
+$ddl$);
 
 -- active_jobs lists what is running or parked right now, with progress. Like
 -- run_status, it reads with the reader's rights (security_invoker), so the tenant
 -- mode's row-level security applies to it.
-create or replace view pgrun.active_jobs with (security_invoker = true) as
+select pgrun.ensure_ddl('view', 'active_jobs', null, $ddl$
+create view pgrun.active_jobs with (security_invoker = true) as
 select j.id, j.queue, j.kind, j.status, j.attempt, j.failures, j.max_attempts,
        j.claimed_by as worker, j.started_at, now() - j.started_at as runtime,
        j.progress_current, j.progress_total,
@@ -26,28 +28,35 @@ select j.id, j.queue, j.kind, j.status, j.attempt, j.failures, j.max_attempts,
        j.lease_expires_at, j.heartbeat_at, j.timeout, j.model, j.parent_id, j.run_id, j.node, j.tenant
 from pgrun.jobs j
 where j.status in ('running', 'waiting');
+$ddl$);
 
 -- worker_status lists registered runners, how long since each was seen, whether
 -- maintain() flagged them dead, and how many jobs each holds.
-create or replace view pgrun.worker_status as
+select pgrun.ensure_ddl('view', 'worker_status', null, $ddl$
+create view pgrun.worker_status as
 select w.id, w.host, w.pid, w.state, w.queues, w.models, w.version, w.started_at,
        w.last_seen, now() - w.last_seen as since_seen, w.cadence, w.flagged_dead_at,
        pgrun.worker_alive(w, now()) as alive, w.kinds,
        (select count(*) from pgrun.jobs j where j.status = 'running' and j.claimed_by = w.id) as running
 from pgrun.workers w;
+$ddl$);
 
 -- run_status shows every node of every run: its job, state and progress.
-create or replace view pgrun.run_status with (security_invoker = true) as
+select pgrun.ensure_ddl('view', 'run_status', null, $ddl$
+create view pgrun.run_status with (security_invoker = true) as
 select r.id as run_id, r.workflow, r.version, r.status as run_status, j.node, j.id as job_id,
        j.kind, j.status, j.deps_remaining, j.attempt, j.progress_current, j.progress_total,
        j.started_at, j.finished_at, j.error ->> 'class' as error_class,
        j.error ->> 'message' as error_message, r.tenant
 from pgrun.runs r
 join pgrun.jobs j on j.run_id = r.id and j.parent_id is null;
+$ddl$);
 
 -- host_status is the latest hardware sample of each host.
-create or replace view pgrun.host_status as
+select pgrun.ensure_ddl('view', 'host_status', null, $ddl$
+create view pgrun.host_status as
 select distinct on (m.host) m.host, m.at, now() - m.at as age, m.cpu_pct, m.mem_used, m.mem_total,
        jsonb_array_length(m.gpus) as gpu_count, m.gpus
 from pgrun.hw_metrics m
 order by m.host, m.at desc;
+$ddl$);

@@ -1,0 +1,267 @@
+package pgrun
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"regexp"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// MinServerVersion is the oldest PostgreSQL major version pgrun runs on: the unique
+// keys per tenant use NULLS NOT DISTINCT (15) and the function set uses CREATE OR
+// REPLACE TRIGGER (14).
+const MinServerVersion = 15
+
+// ErrNewerSchema is returned by Migrate when the database holds a newer SQL API than
+// this build: an older function set is never installed over a newer one (it would
+// take away what newer callers rely on). Upgrade the binary instead.
+var ErrNewerSchema = errors.New("pgrun: the database has a newer SQL API than this build")
+
+// apiVersions reads the two numbers of sql/functions/version.sql, the one place they
+// are written: the version of the API this build installs and the oldest version
+// whose callers it still serves.
+var apiVersions = sync.OnceValues(func() (version, compatibleSince int) {
+	b, err := fs.ReadFile(sqlFiles, "sql/functions/version.sql")
+	if err != nil {
+		panic(err)
+	}
+	num := func(name string) int {
+		m := regexp.MustCompile(`function pgrun\.` + name + `\(\)[\s\S]*?as \$\$ select (\d+) \$\$`).FindSubmatch(b)
+		if m == nil {
+			panic("pgrun: sql/functions/version.sql does not define " + name)
+		}
+		n, _ := strconv.Atoi(string(m[1]))
+		return n
+	}
+	return num("api_version"), num("api_compatible_since")
+})
+
+// APIVersion is the version of the SQL API this build installs and calls; the
+// database's is pgrun.api_version(). docs/upgrading.md has the compatibility rules.
+func APIVersion() int { v, _ := apiVersions(); return v }
+
+// APICompatibleSince is the oldest API version whose callers this build's function
+// set still serves (pgrun.api_compatible_since()).
+func APICompatibleSince() int { _, c := apiVersions(); return c }
+
+// DatabaseAPI reports the SQL API installed in the database: its version and the
+// oldest version whose callers it serves; zeros when no versioned function set is
+// installed (none at all, or one from before versions).
+func DatabaseAPI(ctx context.Context, db DB) (version, compatibleSince int, err error) {
+	// Two steps: a call of a function that does not exist fails at parse time, even
+	// in a branch that would not run.
+	var installed bool
+	if err := db.QueryRow(ctx, `select to_regprocedure('pgrun.api_version()') is not null
+		and to_regprocedure('pgrun.api_compatible_since()') is not null`).Scan(&installed); err != nil {
+		return 0, 0, fmt.Errorf("pgrun: read the database's API version: %w", err)
+	}
+	if !installed {
+		return 0, 0, nil
+	}
+	if err := db.QueryRow(ctx, `select pgrun.api_version(), pgrun.api_compatible_since()`).Scan(&version, &compatibleSince); err != nil {
+		return 0, 0, fmt.Errorf("pgrun: read the database's API version: %w", err)
+	}
+	return version, compatibleSince, nil
+}
+
+// functionFile is one file of the function set.
+type functionFile struct {
+	name string
+	body string
+}
+
+// functionSet returns the function files in application order (common.sql first,
+// then the rest by name, views.sql and privileges.sql last) and their combined
+// checksum.
+func functionSet() ([]functionFile, string, error) {
+	entries, err := fs.ReadDir(sqlFiles, "sql/functions")
+	if err != nil {
+		return nil, "", err
+	}
+	rank := func(name string) int {
+		switch name {
+		case "common.sql":
+			return 0
+		case "views.sql":
+			return 2
+		case "privileges.sql":
+			return 3
+		}
+		return 1
+	}
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	sort.Slice(names, func(i, j int) bool {
+		if rank(names[i]) != rank(names[j]) {
+			return rank(names[i]) < rank(names[j])
+		}
+		return names[i] < names[j]
+	})
+	h := sha256.New()
+	files := make([]functionFile, 0, len(names))
+	for _, name := range names {
+		b, err := fs.ReadFile(sqlFiles, path.Join("sql/functions", name))
+		if err != nil {
+			return nil, "", err
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", name, len(b))
+		h.Write(b)
+		files = append(files, functionFile{name: name, body: string(b)})
+	}
+	return files, hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// FunctionsChecksum is the checksum of the function set this build embeds.
+func FunctionsChecksum() string {
+	_, sum, _ := functionSet()
+	return sum
+}
+
+// Re-applying the function set waits at most applyLockTimeout for each lock (a
+// changed trigger locks pgrun.jobs against writers; a changed view, its readers) and
+// then gives up and tries again, for up to applyRetryFor: while it waits in the lock
+// queue, everything that wants the same lock queues behind it, so it must never wait
+// long behind a transaction that holds a row of the table.
+const (
+	applyLockTimeout = 500 * time.Millisecond
+	applyRetryFor    = 2 * time.Minute
+)
+
+// checkServer refuses a server older than MinServerVersion with one clear error.
+func checkServer(ctx context.Context, db *sql.DB) error {
+	var num int
+	var version string
+	if err := db.QueryRowContext(ctx, `select current_setting('server_version_num')::int,
+		current_setting('server_version')`).Scan(&num, &version); err != nil {
+		return fmt.Errorf("pgrun: read the server version: %w", err)
+	}
+	if num < MinServerVersion*10000 {
+		return fmt.Errorf("pgrun: PostgreSQL %s is too old: pgrun needs %d or newer", version, MinServerVersion)
+	}
+	return nil
+}
+
+// applyFunctions applies the function set and the grants in one transaction, unless
+// the ledger shows them applied already; see applyFunctionsOnce. A lock it could not
+// take within applyLockTimeout (or a deadlock) rolls the attempt back, and it tries
+// again with a growing pause, for up to applyRetryFor.
+func applyFunctions(ctx context.Context, db *sql.DB, opts MigrateOptions) error {
+	deadline := time.Now().Add(applyRetryFor)
+	pause := 100 * time.Millisecond
+	for {
+		err := applyFunctionsOnce(ctx, db, opts)
+		var pe *pgconn.PgError
+		if err == nil || !errors.As(err, &pe) || (pe.Code != "55P03" && pe.Code != "40P01") || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 5*time.Second)
+	}
+}
+
+// applyFunctionsOnce makes one attempt. It refuses a database whose SQL API is newer
+// than this build's. Triggers and views are re-created only where their statement
+// changed (pgrun.ensure_ddl), so re-applying takes no lock that conflicts with claims.
+// Afterwards every function of schema pgrun that the set did not (re)create in this
+// transaction is dropped: a function removed from the repository leaves the database
+// with the upgrade.
+func applyFunctionsOnce(ctx context.Context, db *sql.DB, opts MigrateOptions) error {
+	files, sum, err := functionSet()
+	if err != nil {
+		return fmt.Errorf("pgrun: read function set: %w", err)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("pgrun: apply functions: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	if _, err := tx.ExecContext(ctx, `select pg_advisory_xact_lock($1)`, functionsLockKey); err != nil {
+		return fmt.Errorf("pgrun: apply functions: lock: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`set local lock_timeout = %d`, applyLockTimeout.Milliseconds())); err != nil {
+		return fmt.Errorf("pgrun: apply functions: %w", err)
+	}
+	var dbVersion int
+	var versioned bool
+	if err := tx.QueryRowContext(ctx, `select to_regprocedure('pgrun.api_version()') is not null`).Scan(&versioned); err != nil {
+		return fmt.Errorf("pgrun: apply functions: read the API version: %w", err)
+	}
+	if versioned {
+		if err := tx.QueryRowContext(ctx, `select pgrun.api_version()`).Scan(&dbVersion); err != nil {
+			return fmt.Errorf("pgrun: apply functions: read the API version: %w", err)
+		}
+	}
+	if dbVersion > APIVersion() {
+		return fmt.Errorf("%w: the database has version %d, this build has %d; run a build of version %d or newer",
+			ErrNewerSchema, dbVersion, APIVersion(), dbVersion)
+	}
+	roles := opts.roles()
+	granted, err := ensureRoles(ctx, tx, roles, !opts.NoCreateRoles)
+	if err != nil {
+		return err
+	}
+	// The ledger records the files and the roles granted: a Migrate after a DBA has
+	// created the roles grants them.
+	sum = fmt.Sprintf("%s:%s:%t", sum, roles.Enqueuer+","+roles.Worker+","+roles.Admin, granted)
+	var applied bool
+	if err := tx.QueryRowContext(ctx,
+		`select exists (select 1 from pgrun.function_ledger where checksum = $1)`, sum).Scan(&applied); err != nil {
+		return fmt.Errorf("pgrun: apply functions: read ledger: %w", err)
+	}
+	if applied {
+		return tx.Commit()
+	}
+	for _, f := range files {
+		if _, err := tx.ExecContext(ctx, f.body); err != nil {
+			return fmt.Errorf("pgrun: apply sql/functions/%s: %w", f.name, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, dropStaleFunctions); err != nil {
+		return fmt.Errorf("pgrun: apply functions: drop functions no longer in the set: %w", err)
+	}
+	if granted {
+		if _, err := tx.ExecContext(ctx, `select pgrun.grant_roles($1, $2, $3)`, roles.Enqueuer, roles.Worker, roles.Admin); err != nil {
+			return fmt.Errorf("pgrun: grant roles: %w", err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `delete from pgrun.function_ledger`); err != nil {
+		return fmt.Errorf("pgrun: apply functions: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `insert into pgrun.function_ledger (checksum) values ($1)`, sum); err != nil {
+		return fmt.Errorf("pgrun: apply functions: %w", err)
+	}
+	return tx.Commit()
+}
+
+// dropStaleFunctions drops the functions of schema pgrun that the function set just
+// applied did not write: their catalog row is older than this transaction. It runs in
+// the applying transaction, after the whole set.
+const dropStaleFunctions = `do $$
+declare
+  f regprocedure;
+begin
+  for f in
+    select p.oid::regprocedure from pg_proc p
+    where p.pronamespace = 'pgrun'::regnamespace and p.xmin <> pg_current_xact_id()::xid
+      and not exists (select 1 from pg_depend d where d.objid = p.oid and d.deptype = 'e')
+  loop
+    execute format('drop function %s', f);
+  end loop;
+end $$`
