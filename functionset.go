@@ -75,6 +75,9 @@ func DatabaseAPI(ctx context.Context, db DB) (version, compatibleSince int, err 
 	return version, compatibleSince, nil
 }
 
+// privilegesFile is applied last: it grants the roles what the functions above define.
+const privilegesFile = "privileges.sql"
+
 // functionFile is one file of the function set.
 type functionFile struct {
 	name string
@@ -95,7 +98,7 @@ func functionSet() ([]functionFile, string, error) {
 			return 0
 		case "views.sql":
 			return 2
-		case "privileges.sql":
+		case privilegesFile:
 			return 3
 		}
 		return 1
@@ -229,12 +232,16 @@ func applyFunctionsOnce(ctx context.Context, db *sql.DB, opts MigrateOptions) er
 		return tx.Commit()
 	}
 	for _, f := range files {
+		if f.name == privilegesFile {
+			// Before the grants: their REVOKE ... ON ALL FUNCTIONS rewrites every
+			// function's catalog row, the old ones' too.
+			if _, err := tx.ExecContext(ctx, dropStaleFunctions); err != nil {
+				return fmt.Errorf("pgrun: apply functions: drop functions no longer in the set: %w", err)
+			}
+		}
 		if _, err := tx.ExecContext(ctx, f.body); err != nil {
 			return fmt.Errorf("pgrun: apply sql/functions/%s: %w", f.name, err)
 		}
-	}
-	if _, err := tx.ExecContext(ctx, dropStaleFunctions); err != nil {
-		return fmt.Errorf("pgrun: apply functions: drop functions no longer in the set: %w", err)
 	}
 	if granted {
 		if _, err := tx.ExecContext(ctx, `select pgrun.grant_roles($1, $2, $3)`, roles.Enqueuer, roles.Worker, roles.Admin); err != nil {

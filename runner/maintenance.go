@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -78,12 +79,63 @@ func (r *Runner) waitForSchema(ctx context.Context) error {
 	probe, cancel := context.WithTimeout(ctx, 5*time.Second)
 	err := pgrun.WaitForSchema(probe, r.pool, 100*time.Millisecond)
 	cancel()
-	if err == nil || ctx.Err() != nil {
+	if err == nil {
+		return r.waitForAPI(ctx)
+	}
+	if ctx.Err() != nil {
 		return err
 	}
 	if !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
 	r.log.Warn("waiting for schema pgrun: it is not installed in this database; run `runner migrate up` (or pgrun.Migrate)")
-	return pgrun.WaitForSchema(ctx, r.pool, time.Second)
+	if err := pgrun.WaitForSchema(ctx, r.pool, time.Second); err != nil {
+		return err
+	}
+	return r.waitForAPI(ctx)
+}
+
+// ErrAPITooOld is returned by Run when the database's function set no longer serves
+// callers of this build's SQL API version: upgrade the runner.
+var ErrAPITooOld = errors.New("runner: this build's SQL API version is older than the database serves")
+
+// apiPoll is how often a runner waiting for `migrate up` looks at the API version.
+const apiPoll = time.Second
+
+// waitForAPI checks the database's SQL API against this build's. An older one (the
+// binary was deployed before `migrate up` ran) is waited for, said once; one that no
+// longer serves this build's version is an error, so that Run exits instead of
+// failing every claim. A newer one that still serves it is fine: rolling deploys
+// migrate first and replace runners after.
+func (r *Runner) waitForAPI(ctx context.Context) error {
+	want := pgrun.APIVersion()
+	said := false
+	for {
+		have, since, err := pgrun.DatabaseAPI(ctx, r.pool)
+		switch {
+		case err != nil:
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return err
+		case since > want:
+			return fmt.Errorf("%w: the database has version %d, which serves versions %d and newer; this runner has %d",
+				ErrAPITooOld, have, since, want)
+		case have >= want:
+			if said {
+				r.log.Info("the database's SQL API is current; starting", "api_version", have)
+			}
+			return nil
+		}
+		if !said {
+			r.log.Warn("waiting for `runner migrate up`: the database has an older SQL API than this runner",
+				"database_api_version", have, "runner_api_version", want)
+			said = true
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(apiPoll):
+		}
+	}
 }
