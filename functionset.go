@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -272,3 +273,97 @@ begin
     execute format('drop function %s', f);
   end loop;
 end $$`
+
+// InstallSQL returns the complete installation as one SQL script, for teams that
+// apply schema with their own tool (Flyway, Atlas, sqitch, psql): the server check,
+// the migrations, the function set, the roles (created where missing) and their
+// grants, and the bookkeeping that makes a later [Migrate] of the same build a no-op
+// (golang-migrate's version table and the function ledger). It runs in one
+// transaction (the function set's clean-up relies on it) and is meant for an empty
+// database or one at an older version of this script.
+func InstallSQL(opts MigrateOptions) (string, error) {
+	files, sum, err := functionSet()
+	if err != nil {
+		return "", err
+	}
+	roles := opts.roles()
+	var b strings.Builder
+	fmt.Fprintf(&b, "-- pgrun: schema version %d, SQL API version %d, functions %s\n", LatestVersion(), APIVersion(), sum[:12])
+	b.WriteString("-- Installs into a database without schema pgrun, in one transaction:\n")
+	b.WriteString("--   psql -v ON_ERROR_STOP=1 -f pgrun.sql\n")
+	b.WriteString("-- Upgrade an installed database with `runner migrate up` (docs/upgrading.md).\nbegin;\n")
+	fmt.Fprintf(&b, `do $$ begin
+  if current_setting('server_version_num')::int < %d then
+    raise exception 'PostgreSQL %% is too old: pgrun needs %d or newer', current_setting('server_version')
+      using errcode = '0A000';
+  end if;
+  if exists (select 1 from pg_namespace where nspname = 'pgrun') then
+    raise exception 'schema pgrun exists already: this script installs pgrun into a database without it'
+      using errcode = '42P06', hint = 'Upgrade an installed database with runner migrate up.';
+  end if;
+end $$;
+`, MinServerVersion*10000, MinServerVersion)
+	fmt.Fprintf(&b, "create table if not exists public.%s (version bigint not null primary key, dirty boolean not null);\n", MigrationsTable)
+	migrations, err := upMigrations()
+	if err != nil {
+		return "", err
+	}
+	for _, m := range migrations {
+		fmt.Fprintf(&b, "\n-- sql/migrations/%s\n", m.name)
+		b.WriteString(m.body)
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, "\ndelete from public.%s;\ninsert into public.%s (version, dirty) values (%d, false);\n",
+		MigrationsTable, MigrationsTable, LatestVersion())
+	for _, f := range files {
+		if f.name == privilegesFile {
+			b.WriteString("\n-- functions of schema pgrun this set does not define\n")
+			b.WriteString(dropStaleFunctions + ";\n")
+		}
+		fmt.Fprintf(&b, "\n-- sql/functions/%s\n%s\n", f.name, f.body)
+	}
+	b.WriteString("\n-- roles (created where missing) and their grants\n")
+	for _, n := range []string{roles.Enqueuer, roles.Worker, roles.Admin} {
+		fmt.Fprintf(&b, "do $$ begin if not exists (select 1 from pg_roles where rolname = %s) then create role %s nologin; end if; end $$;\n",
+			quoteLiteral(n), quoteIdent(n))
+	}
+	fmt.Fprintf(&b, "select pgrun.grant_roles(%s, %s, %s);\n", quoteLiteral(roles.Enqueuer), quoteLiteral(roles.Worker), quoteLiteral(roles.Admin))
+	ledger := fmt.Sprintf("%s:%s:%t", sum, roles.Enqueuer+","+roles.Worker+","+roles.Admin, true)
+	fmt.Fprintf(&b, "delete from pgrun.function_ledger;\ninsert into pgrun.function_ledger (checksum) values (%s);\ncommit;\n", quoteLiteral(ledger))
+	return b.String(), nil
+}
+
+// migrationFile is one up migration.
+type migrationFile struct {
+	version uint
+	name    string
+	body    string
+}
+
+// upMigrations returns the embedded up migrations in version order.
+func upMigrations() ([]migrationFile, error) {
+	entries, err := fs.ReadDir(sqlFiles, "sql/migrations")
+	if err != nil {
+		return nil, err
+	}
+	var out []migrationFile
+	for _, e := range entries {
+		var v uint
+		if !strings.HasSuffix(e.Name(), ".up.sql") {
+			continue
+		}
+		if _, err := fmt.Sscanf(e.Name(), "%d_", &v); err != nil {
+			continue
+		}
+		body, err := fs.ReadFile(sqlFiles, path.Join("sql/migrations", e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, migrationFile{version: v, name: e.Name(), body: string(body)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
+	return out, nil
+}
+
+// quoteLiteral quotes s as an SQL string literal.
+func quoteLiteral(s string) string { return `'` + strings.ReplaceAll(s, `'`, `''`) + `'` }

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"bufio"
+	"errors"
 	"fmt"
+	"os"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
@@ -58,18 +62,48 @@ run the statements of "runner migrate grants".`,
 	}
 	grants.Flags().StringVar(&grantsPrefix, "role-prefix", pgrun.DefaultRolePrefix, "prefix of the role names")
 	cmd.AddCommand(grants)
-	cmd.AddCommand(&cobra.Command{
+	var yes bool
+	down := &cobra.Command{
 		Use:   "down",
-		Short: "Reverse every migration: drops schema pgrun and all its jobs",
+		Short: "Reverse every migration: drops schema pgrun and all its jobs (asks first, or --yes)",
 		Args:  cobra.NoArgs,
 		RunE: g.withPool(func(cmd *cobra.Command, _ []string, pool *pgxpool.Pool) error {
+			if !yes {
+				if err := confirmDown(cmd); err != nil {
+					return err
+				}
+			}
 			if err := pgrun.MigrateDown(cmd.Context(), pool); err != nil {
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), "schema pgrun removed")
 			return nil
 		}),
-	})
+	}
+	down.Flags().BoolVar(&yes, "yes", false, "do not ask: drop schema pgrun and every job")
+	cmd.AddCommand(down)
+	var sqlOpts pgrun.MigrateOptions
+	sqlCmd := &cobra.Command{
+		Use:   "sql",
+		Short: "Print the complete installation as one SQL script (tables, functions, roles), for your own schema tool",
+		Long: `sql prints, without connecting, what migrate up does to a database without schema
+pgrun: the migrations, the function set, the roles and their grants, and the version
+records that make a later "runner migrate up" of this build a no-op. It runs in one
+transaction:
+
+  runner migrate sql > pgrun.sql && psql -v ON_ERROR_STOP=1 -f pgrun.sql "$DATABASE_URL"`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			script, err := pgrun.InstallSQL(sqlOpts)
+			if err != nil {
+				return err
+			}
+			fmt.Fprint(cmd.OutOrStdout(), script)
+			return nil
+		},
+	}
+	sqlCmd.Flags().StringVar(&sqlOpts.RolePrefix, "role-prefix", pgrun.DefaultRolePrefix, "prefix of the role names")
+	cmd.AddCommand(sqlCmd)
 	cmd.AddCommand(&cobra.Command{
 		Use:   "version",
 		Short: "Print the applied schema version and the newest this build has",
@@ -88,4 +122,19 @@ run the statements of "runner migrate grants".`,
 		}),
 	})
 	return cmd
+}
+
+// confirmDown asks on the terminal before migrate down drops every job; without a
+// terminal it refuses, since nobody can answer.
+func confirmDown(cmd *cobra.Command) error {
+	in, ok := cmd.InOrStdin().(*os.File)
+	if !ok || !isTerminal(in) {
+		return errors.New("migrate down drops schema pgrun and every job in it; pass --yes to confirm")
+	}
+	fmt.Fprint(cmd.ErrOrStderr(), "migrate down drops schema pgrun and every job in it. Type yes to go on: ")
+	answer, _ := bufio.NewReader(in).ReadString('\n')
+	if strings.TrimSpace(answer) != "yes" {
+		return errors.New("migrate down: not confirmed; nothing changed")
+	}
+	return nil
 }
