@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/pgrun/pgrun"
 )
 
 // The built-in operations, for smoke tests, demos and benchmarks. `runner work`
@@ -14,7 +16,24 @@ const (
 	KindSleep = "sleep"
 	KindEcho  = "echo"
 	KindFail  = "fail"
+	// KindLater asks to run again later, without spending an attempt, on its first
+	// claim, and succeeds on the next.
+	KindLater = "later"
+	// KindFanout defers to Children noop children and succeeds when they have.
+	KindFanout = "fanout"
 )
+
+// LaterArgs are the args of a later job.
+type LaterArgs struct {
+	// MS is how long to put the job back for (default 10).
+	MS int64 `json:"ms"`
+}
+
+// FanoutArgs are the args of a fanout job.
+type FanoutArgs struct {
+	// Children is how many noop children to defer to (1 to 1000, default 2).
+	Children int `json:"children"`
+}
 
 // SleepArgs are the args of a sleep job.
 type SleepArgs struct {
@@ -33,7 +52,9 @@ type FailArgs struct {
 	Times int `json:"times"`
 }
 
-// HandleBuiltins registers noop, sleep, echo and fail on r.
+// HandleBuiltins registers noop, sleep, echo, fail, later and fanout on r. Workers in
+// other languages implement the same kinds for the conformance suite
+// (tests/conformance_test.go).
 func HandleBuiltins(r *Runner) {
 	Handle(r, KindNoop, func(context.Context, *Job[struct{}]) (any, error) { return nil, nil })
 	Handle(r, KindEcho, func(_ context.Context, j *Job[map[string]any]) (any, error) { return j.Args, nil })
@@ -55,6 +76,26 @@ func HandleBuiltins(r *Runner) {
 				return map[string]any{"slept_ms": j.Args.MS}, nil
 			}
 		}
+	})
+	Handle(r, KindLater, func(_ context.Context, j *Job[LaterArgs]) (any, error) {
+		if j.Attempt == 1 {
+			return nil, RetryLater(time.Duration(max(j.Args.MS, 10))*time.Millisecond, "later, as asked")
+		}
+		return map[string]any{"attempt": j.Attempt}, nil
+	})
+	Handle(r, KindFanout, func(_ context.Context, j *Job[FanoutArgs]) (any, error) {
+		n := j.Args.Children
+		if n == 0 {
+			n = 2
+		}
+		if n < 1 || n > 1000 {
+			return nil, Permanent(fmt.Errorf("fanout: children %d is not within 1 to 1000", n))
+		}
+		children := make([]pgrun.JobSpec, n)
+		for i := range children {
+			children[i] = pgrun.JobSpec{Kind: KindNoop, Queue: j.Queue}
+		}
+		return nil, Defer(children...)
 	})
 	Handle(r, KindFail, func(_ context.Context, j *Job[FailArgs]) (any, error) {
 		if j.Args.Times > 0 && j.Failures >= j.Args.Times {

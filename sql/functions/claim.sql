@@ -288,3 +288,21 @@ as $$
                               where w.id <> worker and c.model = any (w.models) and w.state = 'running'
                                 and pgrun.worker_alive(w, v_now))))
 $$;
+
+-- claim_job is the one-job form of claim_jobs, for simple workers in any language: it
+-- claims the next due job of queue for worker (of the given kinds; NULL: any) and
+-- returns it running, or no row. The claim's effective lease is the row's
+-- lease_expires_at - started_at (both are the claim's instant); renew every third of
+-- it (renew_leases), and present id and attempt to every later call.
+create or replace function pgrun.claim_job(
+  queue   text,
+  worker  text,
+  kinds   text[] default null,
+  lease   interval default null
+)
+returns setof pgrun.jobs
+language sql
+set search_path = pgrun, pg_catalog
+as $$
+  select * from pgrun.claim_jobs(queue, worker, 1, lease, null, kinds)
+$$;

@@ -106,7 +106,7 @@ begin
   end loop;
   -- worker: the calls of a worker's loop, and reading the jobs it runs.
   return next format('grant select on pgrun.jobs to %I', worker);
-  foreach f in array array['claim_jobs', 'renew_leases', 'complete_jobs', 'complete_job', 'fail_job',
+  foreach f in array array['claim_jobs', 'claim_job', 'renew_leases', 'complete_jobs', 'complete_job', 'fail_job',
                            'retry_later', 'requeue_job', 'defer_job', 'set_progress', 'beat', 'emit',
                            'worker_heartbeat', 'record_hw', 'worker_modes', 'error_class_permanent',
                            'clock'] loop
