@@ -49,7 +49,8 @@ begin
 end;
 $$;
 
--- expired_leases lists up to batch running jobs whose lease ran out, oldest first.
+-- expired_leases lists up to batch running jobs whose lease ran out, oldest first,
+-- leaving out those still within the grace after the server epoch (in_epoch_grace).
 create or replace function pgrun.expired_leases(batch integer)
 returns bigint[]
 language sql
@@ -59,6 +60,7 @@ as $$
   select array(select c.id from pgrun.jobs c
                where c.status = 'running' and least(c.lease_expires_at, c.deadline_at) < pgrun.clock()
                  and c.lease_expires_at < pgrun.clock()
+                 and not pgrun.in_epoch_grace(pgrun.epoch_since(), c.lease_length, pgrun.clock())
                order by least(c.lease_expires_at, c.deadline_at) limit batch)
 $$;
 
@@ -66,7 +68,10 @@ $$;
 -- job.lease_expired_requeue), without spending an attempt; a job that has already
 -- lost lease_budget leases fails instead (class lease_expired). It takes up to batch
 -- jobs (ids NULL) or exactly the given ids, each only if its lease has still run out.
--- Returns {"requeued": n, "failed": n}.
+-- After a server start or a promotion (pgrun.server_epochs, failover.sql) a lease is
+-- not judged until one lease length after the epoch began, however long ago it ran
+-- out: during an outage no runner could renew it, and the job may well have finished
+-- with its report on the way. Returns {"requeued": n, "failed": n}.
 create or replace function pgrun.reap_expired_leases(
   lease_budget  integer default 3,
   batch         integer default 1000,
@@ -82,6 +87,7 @@ declare
   v_requeued  integer;
   v_failed    integer;
   v_queues    text[];
+  v_since     timestamptz := pgrun.epoch_since();
   q           text;
 begin
   with expired as (
@@ -102,10 +108,12 @@ begin
         select c.id from pgrun.jobs c
         where c.status = 'running' and least(c.lease_expires_at, c.deadline_at) < v_now
           and c.lease_expires_at < v_now
+          and not pgrun.in_epoch_grace(v_since, c.lease_length, v_now)
         order by least(c.lease_expires_at, c.deadline_at)
         limit batch
         for update skip locked)))
       and j.status = 'running' and j.lease_expires_at < v_now
+      and not pgrun.in_epoch_grace(v_since, j.lease_length, v_now)
     returning j.id, j.status, j.queue, j.attempt, j.claimed_by, j.lease_expiries
   ),
   logged as (
@@ -229,8 +237,10 @@ $$;
 
 -- flag_dead_workers flags workers that went silent for three heartbeat cadences while
 -- holding running jobs (flagged_dead_at, and a worker.dead event on each of their
--- jobs); the lease reaper brings the jobs back. A heartbeat clears the flag. Returns
--- how many were flagged.
+-- jobs); the lease reaper brings the jobs back. A heartbeat clears the flag. Within
+-- three of a worker's cadences after a server start or a promotion (server_epochs) it
+-- is not flagged: its silence was the outage's, and it has not had the time to come
+-- back yet. Returns how many were flagged.
 create or replace function pgrun.flag_dead_workers()
 returns integer
 language plpgsql
@@ -238,6 +248,7 @@ set search_path = pgrun, pg_catalog
 as $$
 declare
   v_now     timestamptz := pgrun.clock();
+  v_since   timestamptz := pgrun.epoch_since();
   v_silent  text[];
   n         integer;
 begin
@@ -245,7 +256,8 @@ begin
   -- and the running jobs are not read at all.
   v_silent := array(select w.id from pgrun.workers w
                     where w.flagged_dead_at is null and w.state <> 'stopped'
-                      and not pgrun.worker_alive(w, v_now));
+                      and not pgrun.worker_alive(w, v_now)
+                      and not pgrun.in_epoch_grace(v_since, 3 * w.cadence, v_now));
   if cardinality(v_silent) = 0 then
     return 0;
   end if;
@@ -409,6 +421,8 @@ $$;
 
 -- maintain does one round of periodic work and returns what it did as JSON. Steps,
 -- in order (each is a function of its own, see above):
+--   note_server_epoch    record a server start or promotion (failover.sql): leases and
+--                        workers get a grace of their own length after it
 --   reap_expired_leases  requeue (or, past lease_budget, fail) jobs whose lease ran out
 --   fail_overdue         the timeout rule, with the stall_window sign-of-life grace
 --   flag_dead_workers    flag workers silent for three cadences while holding jobs
@@ -477,6 +491,11 @@ begin
     return jsonb_build_object('skipped', true, 'leader', v_holder);
   end if;
 
+  begin
+    perform pgrun.note_server_epoch();
+  exception when others then
+    v_errors := v_errors || jsonb_build_object('note_server_epoch', sqlerrm);
+  end;
   begin
     v_leases := pgrun.reap_expired_leases(lease_budget, batch);
   exception when others then
