@@ -94,7 +94,9 @@ func (f *fetcher) run(ctx context.Context) {
 				if ctx.Err() != nil {
 					return
 				}
-				f.r.log.Error("claim failed", "queue", f.queue, "err", err)
+				if !f.r.down.fail("claim "+f.queue, err) {
+					f.r.log.Error("claim failed", "queue", f.queue, "err", err)
+				}
 				backoff = time.After(claimErrorBackoff)
 			}
 		case <-backoff:
@@ -208,6 +210,13 @@ func (f *fetcher) claim(ctx context.Context, n int, after *claimKey) ([]*pgrun.J
 			return ctx.Err()
 		}
 		ctx := cctx
+		// After an outage: report first and hand back lost claims (outage.go), then
+		// claim; the gate keeps settling from listing what is held mid-claim.
+		if err := f.r.settle(ctx); err != nil {
+			return err
+		}
+		f.r.claimGate.RLock()
+		defer f.r.claimGate.RUnlock()
 		rows, err := f.r.pool.Query(ctx, `select `+pgrun.JobColumns+`
 			from pgrun.claim_jobs($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
 			f.queue, f.r.cfg.WorkerID, n, f.r.leaseArg(), f.r.models(), f.r.handledKinds(),
@@ -215,8 +224,12 @@ func (f *fetcher) claim(ctx context.Context, n int, after *claimKey) ([]*pgrun.J
 		if err != nil {
 			return err
 		}
-		jobs, err = pgrun.ScanJobs(rows)
-		return err
+		if jobs, err = pgrun.ScanJobs(rows); err != nil {
+			return err
+		}
+		f.r.arrive(jobs)
+		f.r.down.ok()
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim %s: %w", f.queue, err)

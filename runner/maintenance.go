@@ -36,11 +36,12 @@ func (r *Runner) maintainLoop(ctx context.Context) {
 				r.log.Warn("maintenance needs the pgrun_admin role; this runner leaves it to one that has it (or to pg_cron)", "err", pe.Message)
 				return
 			}
-			if ctx.Err() == nil {
+			if ctx.Err() == nil && !r.down.fail("maintain", err) {
 				r.log.Warn("maintain failed", "err", err)
 			}
 			continue
 		}
+		r.down.ok()
 		var m map[string]json.RawMessage
 		if json.Unmarshal(out, &m) != nil {
 			continue
