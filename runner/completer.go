@@ -252,16 +252,18 @@ func (c *completer) send(ctx context.Context, batch []completion) error {
 		// pgrun.readied lists, for the rest of the transaction, the queues in which
 		// its dispatches queued jobs (pgrun.queue_readied); the outer select reads it
 		// once complete_jobs has run.
+		began := time.Now()
 		err := c.r.pool.QueryRow(ctx, `select coalesce(current_setting('pgrun.readied', true), '')
 			from (select count(*) from pgrun.complete_jobs($1, $2, $3::jsonb[], $4, $5)) done`,
 			ids, attempts, results, c.r.cfg.WorkerID, claims).Scan(&readied)
 		if err != nil {
 			c.r.down.fail("complete_jobs", err)
+		} else {
+			c.r.down.ok(began)
 		}
 		return err
 	})
 	if err == nil {
-		c.r.down.ok()
 		c.r.stats.completeCalls.Add(1)
 		c.r.wakeReadied(readied)
 	}

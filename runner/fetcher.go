@@ -217,6 +217,7 @@ func (f *fetcher) claim(ctx context.Context, n int, after *claimKey) ([]*pgrun.J
 		}
 		f.r.claimGate.RLock()
 		defer f.r.claimGate.RUnlock()
+		began := time.Now()
 		rows, err := f.r.pool.Query(ctx, `select `+pgrun.JobColumns+`
 			from pgrun.claim_jobs($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
 			f.queue, f.r.cfg.WorkerID, n, f.r.leaseArg(), f.r.models(), f.r.handledKinds(),
@@ -228,7 +229,7 @@ func (f *fetcher) claim(ctx context.Context, n int, after *claimKey) ([]*pgrun.J
 			return err
 		}
 		f.r.arrive(jobs)
-		f.r.down.ok()
+		f.r.down.ok(began)
 		return nil
 	})
 	if err != nil {

@@ -65,13 +65,14 @@ func (r *Runner) renew(ctx context.Context) {
 		b.Queue(`select pgrun.beat($1)`, beats)
 	}
 	r.queueHeartbeat(b, "running")
+	began := time.Now()
 	if err := r.pool.SendBatch(ctx, b).Close(); err != nil {
 		if ctx.Err() == nil && !r.down.fail("renew_leases", err) {
 			r.log.Error("lease renewal failed", "jobs", len(ids), "err", err)
 		}
 		return
 	}
-	r.down.ok()
+	r.down.ok(began)
 	for _, e := range execs {
 		if held != nil && !held[e.job.ID] && e.ctx.Err() == nil {
 			r.log.Warn("lease lost; cancelling job", "job", e.job.ID)

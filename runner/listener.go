@@ -65,7 +65,7 @@ func (w backlogWaker) HandleNotification(_ context.Context, n *pgconn.Notificati
 // A (re)connection is also the listener's news that the database is back: after an
 // outage it has the runner settle (outage.go) at once.
 func (w backlogWaker) HandleBacklog(context.Context, string, *pgx.Conn) error {
-	w.r.down.ok()
+	w.r.down.ok(time.Now())
 	w.r.wakeAll()
 	return nil
 }

@@ -28,6 +28,7 @@ func (r *Runner) maintainLoop(ctx context.Context) {
 		case <-t.C:
 		}
 		var out []byte
+		began := time.Now()
 		err := r.pool.QueryRow(ctx, `select pgrun.maintain(stall_window => $1, leader => $2, leader_lease => $3)::text`,
 			r.cfg.StallWindow, r.cfg.WorkerID, 3*r.cfg.MaintenanceInterval).Scan(&out)
 		if err != nil {
@@ -41,7 +42,7 @@ func (r *Runner) maintainLoop(ctx context.Context) {
 			}
 			continue
 		}
-		r.down.ok()
+		r.down.ok(began)
 		var m map[string]json.RawMessage
 		if json.Unmarshal(out, &m) != nil {
 			continue

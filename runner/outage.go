@@ -72,14 +72,16 @@ func (o *outage) fail(what string, err error) bool {
 	return true
 }
 
-// ok records a call that got through. The first after an outage logs its end and
-// asks for the runner to settle.
-func (o *outage) ok() {
+// ok records that a call which began at began got through. The first after an
+// outage logs its end and asks for the runner to settle. A call that began before
+// the outage was noticed says nothing about the database now (it may have committed
+// just before the server went away), so it does not end the outage.
+func (o *outage) ok(began time.Time) {
 	if !o.down.Load() {
 		return
 	}
 	o.mu.Lock()
-	if !o.down.Load() {
+	if !o.down.Load() || began.Before(o.since) {
 		o.mu.Unlock()
 		return
 	}
@@ -162,10 +164,11 @@ func (r *Runner) settle(ctx context.Context) error {
 	}
 	// Nothing to do while the database is still away (a claim's attempt to settle
 	// fails fast here rather than waiting on the completions).
+	pinged := time.Now()
 	if err := r.pool.Ping(ctx); err != nil {
 		return err
 	}
-	r.down.ok()
+	r.down.ok(pinged)
 	r.claimGate.Lock()
 	defer r.claimGate.Unlock()
 	began := time.Now()
