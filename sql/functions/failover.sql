@@ -7,15 +7,22 @@
 -- server_timeline returns the WAL timeline this server writes on, or NULL on a
 -- standby (in recovery there is no current WAL position to name). It needs no
 -- privilege beyond EXECUTE on pg_walfile_name and pg_current_wal_lsn, which PUBLIC
--- has by default.
+-- has by default. Where the server will not name its WAL position (a managed service
+-- may refuse), it returns 0: restarts are still seen, promotions only as restarts.
 create or replace function pgrun.server_timeline()
 returns bigint
-language sql
+language plpgsql
 volatile
 set search_path = pgrun, pg_catalog
 as $$
-  select case when pg_is_in_recovery() then null
-              else ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint end
+begin
+  if pg_is_in_recovery() then
+    return null;
+  end if;
+  return ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint;
+exception when others then
+  return 0;
+end;
 $$;
 
 -- note_server_epoch records a new server epoch when this server's start time or its
