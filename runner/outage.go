@@ -203,7 +203,9 @@ func (r *Runner) heldClaims() []pgrun.ClaimID {
 	r.mu.Lock()
 	held := make([]pgrun.ClaimID, 0, len(r.running)+len(r.arriving))
 	for _, e := range r.running {
-		held = append(held, e.job.ClaimID)
+		if !e.job.ClaimID.IsZero() {
+			held = append(held, e.job.ClaimID)
+		}
 	}
 	for c := range r.arriving {
 		held = append(held, c)

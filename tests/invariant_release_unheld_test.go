@@ -59,6 +59,12 @@ func TestReleaseUnheldHandsBackOnlyUnheldClaims(t *testing.T) {
 		[]any{[]pgrun.ClaimID{held}}, &released)
 	require.Empty(t, released, "a second call changes nothing")
 
+	// A NULL among the held claims holds nothing and keeps the held claim held.
+	c.queryRow(`select coalesce(array_agg(x), '{}') from pgrun.release_unheld('w', array[$1::uuid, null]) x`,
+		[]any{held}, &released)
+	require.Empty(t, released)
+	require.Equal(t, keptHeld, rowJSON(t, b.pool, mine[0]))
+
 	// Holding nothing hands back everything, and a bad worker id is refused.
 	c.queryRow(`select coalesce(array_agg(x), '{}') from pgrun.release_unheld('w', '{}') x`, nil, &released)
 	require.Equal(t, mine[:1], released)

@@ -127,7 +127,9 @@ begin
     update pgrun.jobs j
     set status = 'queued', run_at = v_now, lease_expires_at = null
     where j.status = 'running' and j.claimed_by = release_unheld.worker
-      and coalesce(j.claim_id <> all (coalesce(release_unheld.held_claims, '{}')), true)
+      -- A NULL in the held list holds nothing; a job without a token (claimed
+      -- before migration 0013) cannot be held, and is handed back.
+      and coalesce(j.claim_id <> all (array_remove(coalesce(release_unheld.held_claims, '{}'), null)), true)
     returning j.id, j.queue, j.attempt, j.claim_id
   ),
   logged as (
