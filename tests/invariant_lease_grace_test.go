@@ -125,6 +125,28 @@ func TestWorkerSilentThroughAnOutageIsNotFlaggedWithinTheGrace(t *testing.T) {
 	require.EqualValues(t, 1, kitMaintain(t, c, "")["workers_flagged_dead"], "three cadences after the server came back")
 }
 
+// The timeout rule does not judge across the gap either: the server's return counts
+// as a sign of life of every job, so a job past its timeout whose beats could not
+// arrive during the outage gets a full stall window after it, and fails only past it.
+func TestTimeoutSparesJobsSilentOnlyThroughAnOutage(t *testing.T) {
+	b := setup(t)
+	t0 := at("2030-01-01T10:00:00Z")
+	c := pinnedClock(t, b, t0)
+	var id int64
+	c.queryRow(`select id from pgrun.enqueue_job('noop', timeout => '1 minute')`, nil, &id)
+	c.exec(`select pgrun.claim_jobs('default', 'w', 1, '1 hour')`)
+	back := t0.Add(3 * time.Minute) // silent since t0: the server was away
+	setEpoch(c, back)
+	c.set(back.Add(59 * time.Second))
+	require.EqualValues(t, 0, kitMaintain(t, c, "")["timed_out"], "within a stall window of the server's return")
+	require.Equal(t, "running", statusOf(t, c, id))
+	c.set(back.Add(61 * time.Second))
+	require.EqualValues(t, 1, kitMaintain(t, c, "")["timed_out"], "past it")
+	var class string
+	c.queryRow(`select error ->> 'class' from pgrun.jobs where id = $1`, []any{id}, &class)
+	require.Equal(t, "timeout", class)
+}
+
 // statusOf reads one job's status on the pinned connection.
 func statusOf(t *testing.T, c *clockConn, id int64) string {
 	t.Helper()

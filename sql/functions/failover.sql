@@ -77,6 +77,18 @@ as $$
   select x.since from pgrun.server_epochs x order by x.id desc limit 1
 $$;
 
+-- epoch_alive is the start of the newest server epoch that began by at (NULL if
+-- none): the moment the timeout rule counts as a sign of life of every job
+-- (overdue_jobs).
+create or replace function pgrun.epoch_alive(at timestamptz)
+returns timestamptz
+language sql
+stable
+set search_path = pgrun, pg_catalog
+as $$
+  select x.since from pgrun.server_epochs x where x.since <= at order by x.id desc limit 1
+$$;
+
 -- in_epoch_grace reports whether, at instant at, a lease of length lease_length (NULL:
 -- 30 seconds) is still within the grace that follows the epoch that began at since:
 -- from since to since + lease_length. During it no lease is judged expired, however

@@ -141,6 +141,8 @@ $$;
 -- overdue_jobs lists up to batch jobs past their timeout with no sign of life within
 -- stall_window: running jobs (a beat, progress or an event is a sign of life) and
 -- waiting parents (a child finishing is one). Jobs without a timeout never appear.
+-- The start of the server epoch (a restart, a promotion: failover.sql) counts as a
+-- sign of life of every job: during the outage before it no sign could arrive.
 create or replace function pgrun.overdue_jobs(stall_window interval, batch integer)
 returns bigint[]
 language sql
@@ -155,21 +157,24 @@ as $$
      where c.status = 'running' and least(c.lease_expires_at, c.deadline_at) < pgrun.clock()
        and c.timeout is not null
        and c.started_at + c.timeout < pgrun.clock()
-       and coalesce(c.heartbeat_at, c.started_at) < pgrun.clock() - stall_window
+       and greatest(coalesce(c.heartbeat_at, c.started_at), (select pgrun.epoch_alive(pgrun.clock())))
+           < pgrun.clock() - stall_window
      order by least(c.lease_expires_at, c.deadline_at) limit batch)
     union all
     (select c.id, c.started_at from pgrun.jobs c
      where c.status = 'waiting' and c.failure_ratio is not null
        and c.timeout is not null
        and c.started_at + c.timeout < pgrun.clock()
-       and coalesce(c.heartbeat_at, c.started_at) < pgrun.clock() - stall_window
+       and greatest(coalesce(c.heartbeat_at, c.started_at), (select pgrun.epoch_alive(pgrun.clock())))
+           < pgrun.clock() - stall_window
      limit batch)) x
     order by x.started_at limit batch)
 $$;
 
 -- fail_overdue enforces timeouts; this is the one timeout rule, whatever language
 -- the worker is written in. A job past its timeout is spared while it shows a sign of
--- life within stall_window; past both it fails:
+-- life within stall_window (the start of the server epoch counts as one, see
+-- overdue_jobs); past both it fails:
 --   * a running job fails that attempt with class timeout (retried while attempts
 --     remain) and its worker is told on pgrun_cancel to stop the handler;
 --   * a waiting parent fails for good with class timeout, and its unfinished
@@ -190,6 +195,7 @@ as $$
 declare
   v_now  timestamptz := pgrun.clock();
   v_ids  bigint[] := coalesce(ids, pgrun.overdue_jobs(stall_window, batch));
+  v_alive timestamptz := pgrun.epoch_alive(v_now);
   r      record;
   n      integer := 0;
 begin
@@ -203,7 +209,7 @@ begin
       and (c.status = 'running' or (c.status = 'waiting' and c.failure_ratio is not null))
       and c.timeout is not null
       and c.started_at + c.timeout < v_now
-      and coalesce(c.heartbeat_at, c.started_at) < v_now - stall_window
+      and greatest(coalesce(c.heartbeat_at, c.started_at), v_alive) < v_now - stall_window
     order by c.started_at
     for update skip locked
   loop
