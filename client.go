@@ -238,7 +238,7 @@ func (j *Job) scanTargets() []any {
 		&j.Attempt, &j.Failures, &j.MaxAttempts, &j.LeaseExpiries, &j.ClaimedBy, &j.LeaseExpiresAt,
 		&j.HeartbeatAt, &j.Timeout, &j.CreatedAt, &j.StartedAt, &j.FinishedAt, (*[]byte)(&j.Result),
 		(*[]byte)(&j.Error), &j.ProgressCurrent, &j.ProgressTotal, &j.ParentID, &j.RunID, &j.Node,
-		&j.DepsRemaining, &j.Model, &j.UniqueKey, (*[]byte)(&j.Meta), &j.Tenant}
+		&j.DepsRemaining, &j.Model, &j.UniqueKey, (*[]byte)(&j.Meta), &j.Tenant, &j.ClaimID}
 }
 
 // batch holds specs as the columns pgrun.enqueue_batch takes. A column no spec sets

@@ -1,10 +1,13 @@
 package pgrun
 
 import (
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // JobStatus is a job's place in the state machine (see docs/sql-api.md).
@@ -66,13 +69,78 @@ type Job struct {
 	// Tenant is the tenant the job belongs to in the tenant mode (docs/security.md);
 	// nil with the mode off.
 	Tenant *string `db:"tenant"`
+	// ClaimID is the token of the claim that handed the job out (zero if it was never
+	// claimed). Every claim gets a new one, unlike Attempt, which counts claims and
+	// can repeat after an asynchronous failover undid a claim. A handler whose side
+	// effects must happen once keys them on it (with ID); the runner presents it with
+	// every report, so a report of an older claim never finishes a newer one.
+	ClaimID ClaimID `db:"claim_id"`
+}
+
+// ClaimID is a claim token, pgrun.jobs.claim_id: a UUID, zero for none. It scans
+// from and encodes to a PostgreSQL uuid (NULL is the zero value) and reads as the
+// usual 36-character form in logs and JSON.
+type ClaimID [16]byte
+
+// IsZero reports whether c is the zero token (no claim).
+func (c ClaimID) IsZero() bool { return c == ClaimID{} }
+
+// String returns c as xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx, or "" for the zero token.
+func (c ClaimID) String() string {
+	if c.IsZero() {
+		return ""
+	}
+	var b [36]byte
+	hex.Encode(b[0:8], c[0:4])
+	b[8] = '-'
+	hex.Encode(b[9:13], c[4:6])
+	b[13] = '-'
+	hex.Encode(b[14:18], c[6:8])
+	b[18] = '-'
+	hex.Encode(b[19:23], c[8:10])
+	b[23] = '-'
+	hex.Encode(b[24:], c[10:])
+	return string(b[:])
+}
+
+// MarshalText encodes c as [ClaimID.String] does.
+func (c ClaimID) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
+
+// UnmarshalText parses the 36-character form (or "" for the zero token).
+func (c *ClaimID) UnmarshalText(b []byte) error {
+	if len(b) == 0 {
+		*c = ClaimID{}
+		return nil
+	}
+	var u pgtype.UUID
+	if err := u.Scan(string(b)); err != nil {
+		return fmt.Errorf("pgrun: claim id %q: %w", b, err)
+	}
+	*c = u.Bytes
+	return nil
+}
+
+// ScanUUID implements pgtype.UUIDScanner: NULL scans as the zero token.
+func (c *ClaimID) ScanUUID(v pgtype.UUID) error {
+	if !v.Valid {
+		*c = ClaimID{}
+		return nil
+	}
+	*c = v.Bytes
+	return nil
+}
+
+// UUIDValue implements pgtype.UUIDValuer: the zero token is sent as NULL (a report
+// that names no claim matches any claim of its attempt).
+func (c ClaimID) UUIDValue() (pgtype.UUID, error) {
+	return pgtype.UUID{Bytes: c, Valid: !c.IsZero()}, nil
 }
 
 // JobColumns is the select list that scans into [Job] with [ScanJobs] / [ScanJob].
 const JobColumns = `id, kind, queue, args, status::text as status, priority, run_at, attempt,
 	failures, max_attempts, lease_expiries, claimed_by, lease_expires_at, heartbeat_at,
 	timeout, created_at, started_at, finished_at, result, error, progress_current,
-	progress_total, parent_id, run_id, node, deps_remaining, model, unique_key, meta, tenant`
+	progress_total, parent_id, run_id, node, deps_remaining, model, unique_key, meta, tenant, claim_id`
 
 // ScanJobs collects rows selected with [JobColumns].
 func ScanJobs(rows pgx.Rows) ([]*Job, error) {

@@ -75,7 +75,7 @@ func (r *Runner) confirm(ctx context.Context, batch []cancelKey) {
 	rows, err := r.pool.Query(ctx, `select id, attempt, status::text, coalesce(claimed_by, ''),
 		coalesce(error ->> 'class', '') from pgrun.jobs where id = any ($1)`, ids)
 	if err != nil {
-		if ctx.Err() == nil {
+		if ctx.Err() == nil && !r.down.fail("confirm cancels", err) {
 			r.log.Warn("confirming cancellations failed; lease renewal will catch them", "jobs", len(batch), "err", err)
 		}
 		return

@@ -6,12 +6,15 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/pgrun/pgrun"
 )
 
 // completion is a succeeded attempt waiting to be recorded.
 type completion struct {
 	id      int64
 	attempt int
+	claim   pgrun.ClaimID
 	result  []byte // JSON, or nil for no result
 }
 
@@ -30,9 +33,12 @@ const completeConcurrency = 2
 // serves, their fetchers are woken as soon as it commits, without waiting for the
 // notification.
 type completer struct {
-	r      *Runner
-	mu     sync.Mutex
-	buf    []completion
+	r   *Runner
+	mu  sync.Mutex
+	buf []completion
+	// flying holds the batches being recorded, by their first element, so that a
+	// settle after an outage counts them as held (pending).
+	flying map[*completion][]completion
 	signal chan struct{}
 	slots  chan struct{} // one token per call in flight
 	sends  sync.WaitGroup
@@ -99,7 +105,66 @@ func (c *completer) take() []completion {
 	if len(c.buf) == 0 {
 		c.buf = nil
 	}
+	if c.flying == nil {
+		c.flying = map[*completion][]completion{}
+	}
+	c.flying[&batch[0]] = batch
 	return batch
+}
+
+// landed forgets batch, which take handed out, once its call has ended.
+func (c *completer) landed(batch []completion) {
+	c.mu.Lock()
+	delete(c.flying, &batch[0])
+	c.mu.Unlock()
+}
+
+// pending lists the claims of the successes not yet recorded: buffered, or in a call.
+func (c *completer) pending() []pgrun.ClaimID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []pgrun.ClaimID
+	for _, x := range c.buf {
+		out = append(out, x.claim)
+	}
+	for _, b := range c.flying {
+		for _, x := range b {
+			out = append(out, x.claim)
+		}
+	}
+	return out
+}
+
+// flushPoll is how often flush looks whether its completions were recorded.
+const flushPoll = 10 * time.Millisecond
+
+// flush waits until the successes pending when it was called have been recorded (or
+// given up), or ctx is done, and returns how many there were. Successes added
+// meanwhile are not waited for, so a busy runner's flush ends.
+func (c *completer) flush(ctx context.Context) int {
+	want := map[pgrun.ClaimID]struct{}{}
+	for _, x := range c.pending() {
+		want[x] = struct{}{}
+	}
+	n := len(want)
+	t := time.NewTicker(flushPoll)
+	defer t.Stop()
+	for len(want) > 0 {
+		c.poke()
+		select {
+		case <-ctx.Done():
+			return n
+		case <-t.C:
+		}
+		still := map[pgrun.ClaimID]struct{}{}
+		for _, x := range c.pending() {
+			if _, ok := want[x]; ok {
+				still[x] = struct{}{}
+			}
+		}
+		want = still
+	}
+	return n
 }
 
 // dispatch sends buffered completions while a call slot is free. A call that ends
@@ -120,6 +185,7 @@ func (c *completer) dispatch() {
 		go func() {
 			defer c.sends.Done()
 			c.complete(batch)
+			c.landed(batch)
 			<-c.slots
 			c.poke()
 		}()
@@ -131,6 +197,7 @@ func (c *completer) drain() {
 	c.sends.Wait()
 	for batch := c.take(); batch != nil; batch = c.take() {
 		c.complete(batch)
+		c.landed(batch)
 	}
 }
 
@@ -153,7 +220,7 @@ func (c *completer) complete(batch []completion) {
 			}
 			if err != nil && isRefused(err) {
 				c.r.log.Error("the database refused a job's result; failing the job", "job", x.id, "err", err)
-				c.r.failReport(ctx, x.id, x.attempt, "bad_result", fmt.Sprintf("result refused: %v", err))
+				c.r.failClaim(ctx, x.id, x.attempt, x.claim, "bad_result", fmt.Sprintf("result refused: %v", err))
 			} else if err != nil {
 				c.r.log.Error("could not record a completion; its lease will bring the job back", "job", x.id, "err", err)
 			}
@@ -169,9 +236,10 @@ func (c *completer) complete(batch []completion) {
 func (c *completer) send(ctx context.Context, batch []completion) error {
 	ids := make([]int64, len(batch))
 	attempts := make([]int32, len(batch))
+	claims := make([]pgrun.ClaimID, len(batch))
 	var results [][]byte // nil while no job has a result: complete_jobs then skips its size check
 	for i, x := range batch {
-		ids[i], attempts[i] = x.id, int32(x.attempt)
+		ids[i], attempts[i], claims[i] = x.id, int32(x.attempt), x.claim
 		if x.result != nil && results == nil {
 			results = make([][]byte, len(batch))
 		}
@@ -184,9 +252,16 @@ func (c *completer) send(ctx context.Context, batch []completion) error {
 		// pgrun.readied lists, for the rest of the transaction, the queues in which
 		// its dispatches queued jobs (pgrun.queue_readied); the outer select reads it
 		// once complete_jobs has run.
-		return c.r.pool.QueryRow(ctx, `select coalesce(current_setting('pgrun.readied', true), '')
-			from (select count(*) from pgrun.complete_jobs($1, $2, $3::jsonb[], $4)) done`,
-			ids, attempts, results, c.r.cfg.WorkerID).Scan(&readied)
+		began := time.Now()
+		err := c.r.pool.QueryRow(ctx, `select coalesce(current_setting('pgrun.readied', true), '')
+			from (select count(*) from pgrun.complete_jobs($1, $2, $3::jsonb[], $4, $5)) done`,
+			ids, attempts, results, c.r.cfg.WorkerID, claims).Scan(&readied)
+		if err != nil {
+			c.r.down.fail("complete_jobs", err)
+		} else {
+			c.r.down.ok(began)
+		}
+		return err
 	})
 	if err == nil {
 		c.r.stats.completeCalls.Add(1)

@@ -68,6 +68,7 @@ func (r *Runner) start(job *pgrun.Job, f *fetcher) {
 	e.ctx = context.WithValue(ctx, execKey{}, e)
 	r.mu.Lock()
 	r.running[job.ID] = e
+	delete(r.arriving, job.ClaimID)
 	if _, gone := r.cancelled[cancelKey{id: job.ID, attempt: job.Attempt}]; gone {
 		delete(r.cancelled, cancelKey{id: job.ID, attempt: job.Attempt})
 		e.cancel(ErrJobCancelled)
@@ -183,17 +184,17 @@ func (e *execution) report(result any, err error) {
 	if errors.As(err, &de) {
 		children, merr := json.Marshal(de.children)
 		if merr != nil {
-			e.r.failReport(ctx, e.job.ID, e.job.Attempt, "report_failed", fmt.Sprintf("encode children: %v", merr))
+			e.r.failReport(ctx, e.job, "report_failed", fmt.Sprintf("encode children: %v", merr))
 			return
 		}
-		e.exec(ctx, log, "defer", `select pgrun.defer_job($1, $2, $3::jsonb, $4, $5)`,
-			e.job.ID, e.job.Attempt, children, de.ratio, e.r.cfg.WorkerID)
+		e.exec(ctx, log, "defer", `select pgrun.defer_job($1, $2, $3::jsonb, $4, $5, $6)`,
+			e.job.ID, e.job.Attempt, children, de.ratio, e.r.cfg.WorkerID, e.job.ClaimID)
 		return
 	}
 	var rl *retryLaterError
 	if errors.As(err, &rl) {
-		e.exec(ctx, log, "retry later", `select pgrun.retry_later($1, $2, $3, nullif($4, ''), $5)`,
-			e.job.ID, e.job.Attempt, rl.delay, sanitize(rl.reason), e.r.cfg.WorkerID)
+		e.exec(ctx, log, "retry later", `select pgrun.retry_later($1, $2, $3, nullif($4, ''), $5, $6)`,
+			e.job.ID, e.job.Attempt, rl.delay, sanitize(rl.reason), e.r.cfg.WorkerID, e.job.ClaimID)
 		return
 	}
 	e.fail(ctx, log, err)
@@ -208,11 +209,11 @@ func (e *execution) succeed(result any) {
 		if payload, err = json.Marshal(result); err != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
 			defer cancel()
-			e.r.failReport(ctx, e.job.ID, e.job.Attempt, "bad_result", fmt.Sprintf("encode result: %v", err))
+			e.r.failReport(ctx, e.job, "bad_result", fmt.Sprintf("encode result: %v", err))
 			return
 		}
 	}
-	e.r.completer.add(completion{id: e.job.ID, attempt: e.job.Attempt, result: payload})
+	e.r.completer.add(completion{id: e.job.ID, attempt: e.job.Attempt, claim: e.job.ClaimID, result: payload})
 }
 
 // fail records a failed attempt with its class, message and (for panics) stack.
@@ -235,13 +236,14 @@ func (e *execution) fail(ctx context.Context, log *slog.Logger, err error) {
 		retryable = new(bool)
 	}
 	log.Warn("job failed", "class", class, "err", err, "permanent", retryable != nil)
-	e.exec(ctx, log, "fail", `select pgrun.fail_job($1, $2, $3::jsonb, $4, $5)`,
-		e.job.ID, e.job.Attempt, payload, retryable, e.r.cfg.WorkerID)
+	e.exec(ctx, log, "fail", `select pgrun.fail_job($1, $2, $3::jsonb, $4, $5, $6)`,
+		e.job.ID, e.job.Attempt, payload, retryable, e.r.cfg.WorkerID, e.job.ClaimID)
 }
 
 // requeue returns the job to its queue without spending an attempt.
 func (e *execution) requeue(ctx context.Context, reason string) {
-	e.exec(ctx, e.r.log, "requeue", `select pgrun.requeue_job($1, $2, $3, $4)`, e.job.ID, e.job.Attempt, reason, e.r.cfg.WorkerID)
+	e.exec(ctx, e.r.log, "requeue", `select pgrun.requeue_job($1, $2, $3, $4, $5)`,
+		e.job.ID, e.job.Attempt, reason, e.r.cfg.WorkerID, e.job.ClaimID)
 }
 
 // exec runs one transition, retrying transient errors. A transition that matches
@@ -256,19 +258,25 @@ func (e *execution) exec(ctx context.Context, log *slog.Logger, what, sql string
 	case err == nil:
 	case isRefused(err):
 		log.Error("the database refused the job's outcome; failing the job", "report", what, "err", err)
-		e.r.failReport(ctx, e.job.ID, e.job.Attempt, "report_failed", fmt.Sprintf("%s refused: %v", what, err))
+		e.r.failReport(ctx, e.job, "report_failed", fmt.Sprintf("%s refused: %v", what, err))
 	default:
 		log.Error("could not report job outcome; its lease will bring it back", "report", what, "err", err)
 	}
 }
 
-// failReport fails attempt (id, attempt) for good with class and message: the
-// outcome the handler produced could not be recorded. It is the runner's last word
-// on a job, so the message is sanitised to be storable.
-func (r *Runner) failReport(ctx context.Context, id int64, attempt int, class, message string) {
+// failReport fails job's claim for good with class and message: the outcome the
+// handler produced could not be recorded. It is the runner's last word on a job, so
+// the message is sanitised to be storable.
+func (r *Runner) failReport(ctx context.Context, job *pgrun.Job, class, message string) {
+	r.failClaim(ctx, job.ID, job.Attempt, job.ClaimID, class, message)
+}
+
+// failClaim is failReport for a job known by its id, attempt and claim.
+func (r *Runner) failClaim(ctx context.Context, id int64, attempt int, claim pgrun.ClaimID, class, message string) {
 	payload, _ := json.Marshal(map[string]any{"class": class, "message": sanitize(message)})
 	err := withRetry(ctx, func(ctx context.Context) error {
-		_, err := r.pool.Exec(ctx, `select pgrun.fail_job($1, $2, $3::jsonb, false, $4)`, id, attempt, payload, r.cfg.WorkerID)
+		_, err := r.pool.Exec(ctx, `select pgrun.fail_job($1, $2, $3::jsonb, false, $4, $5)`,
+			id, attempt, payload, r.cfg.WorkerID, claim)
 		return err
 	})
 	if err != nil {

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -137,7 +138,9 @@ func (f *fetcher) run(ctx context.Context) {
 				if ctx.Err() != nil {
 					return
 				}
-				f.r.log.Error("claim failed", "queue", f.queue, "err", err)
+				if !f.r.down.fail("claim "+f.queue, err) {
+					f.r.log.Error("claim failed", "queue", f.queue, "err", err)
+				}
 				backoff = time.After(claimErrorBackoff)
 			}
 		case <-backoff:
@@ -243,16 +246,12 @@ func (f *fetcher) buffered() int {
 	return len(f.ready)
 }
 
-// bufferedIDs lists the buffered jobs, whose leases the runner renews like those of
+// bufferedJobs lists the buffered jobs, whose leases the runner renews like those of
 // running jobs.
-func (f *fetcher) bufferedIDs() []int64 {
+func (f *fetcher) bufferedJobs() []*pgrun.Job {
 	f.readyMu.Lock()
 	defer f.readyMu.Unlock()
-	ids := make([]int64, len(f.ready))
-	for i, j := range f.ready {
-		ids[i] = j.ID
-	}
-	return ids
+	return slices.Clone(f.ready)
 }
 
 // requeueBuffered puts the jobs still waiting for a slot back in the queue without
@@ -267,15 +266,16 @@ func (f *fetcher) requeueBuffered() {
 	}
 	ids := make([]int64, len(jobs))
 	attempts := make([]int32, len(jobs))
+	claims := make([]pgrun.ClaimID, len(jobs))
 	for i, j := range jobs {
-		ids[i], attempts[i] = j.ID, int32(j.Attempt)
+		ids[i], attempts[i], claims[i] = j.ID, int32(j.Attempt), j.ClaimID
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
 	defer cancel()
 	err := withRetry(ctx, func(ctx context.Context) error {
-		_, err := f.r.pool.Exec(ctx, `select pgrun.requeue_job(t.id, t.attempt, $3, $4)
-			from unnest($1::bigint[], $2::int[]) as t(id, attempt)`,
-			ids, attempts, "runner shut down before the job started", f.r.cfg.WorkerID)
+		_, err := f.r.pool.Exec(ctx, `select pgrun.requeue_job(t.id, t.attempt, $4, $5, t.claim)
+			from unnest($1::bigint[], $2::int[], $3::uuid[]) as t(id, attempt, claim)`,
+			ids, attempts, claims, "runner shut down before the job started", f.r.cfg.WorkerID)
 		return err
 	})
 	if err != nil {
@@ -357,6 +357,14 @@ func (f *fetcher) claim(ctx context.Context, n int, after *claimKey) ([]*pgrun.J
 			return ctx.Err()
 		}
 		ctx := cctx
+		// After an outage: report first and hand back lost claims (outage.go), then
+		// claim; the gate keeps settling from listing what is held mid-claim.
+		if err := f.r.settle(ctx); err != nil {
+			return err
+		}
+		f.r.claimGate.RLock()
+		defer f.r.claimGate.RUnlock()
+		began := time.Now()
 		rows, err := f.r.pool.Query(ctx, `select `+pgrun.JobColumns+`
 			from pgrun.claim_jobs($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
 			f.queue, f.r.cfg.WorkerID, n, f.r.leaseArg(), f.r.models(), f.r.handledKinds(),
@@ -364,8 +372,12 @@ func (f *fetcher) claim(ctx context.Context, n int, after *claimKey) ([]*pgrun.J
 		if err != nil {
 			return err
 		}
-		jobs, err = pgrun.ScanJobs(rows)
-		return err
+		if jobs, err = pgrun.ScanJobs(rows); err != nil {
+			return err
+		}
+		f.r.arrive(jobs)
+		f.r.down.ok(began)
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim %s: %w", f.queue, err)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgrun/pgrun"
 )
 
 // renewLoop keeps this runner's claims alive: every renewEvery one round trip renews the
@@ -38,12 +40,16 @@ func (r *Runner) renew(ctx context.Context) {
 	fetchers := slices.Collect(maps.Values(r.fetchers))
 	r.mu.Unlock()
 	ids := make([]int64, 0, len(execs))
+	claims := make([]pgrun.ClaimID, 0, len(execs))
 	for _, f := range fetchers { // claimed jobs waiting for a slot are held too
-		ids = append(ids, f.bufferedIDs()...)
+		for _, j := range f.bufferedJobs() {
+			ids, claims = append(ids, j.ID), append(claims, j.ClaimID)
+		}
 	}
 	var beats []int64
 	for _, e := range execs {
 		ids = append(ids, e.job.ID)
+		claims = append(claims, e.job.ClaimID)
 		if e.beat.Swap(false) {
 			beats = append(beats, e.job.ID)
 		}
@@ -51,7 +57,7 @@ func (r *Runner) renew(ctx context.Context) {
 	b := &pgx.Batch{}
 	var held map[int64]bool
 	if len(ids) > 0 {
-		b.Queue(`select pgrun.renew_leases($1, $2, $3)`, r.cfg.WorkerID, ids, r.leaseArg()).Query(
+		b.Queue(`select pgrun.renew_leases($1, $2, $3, $4)`, r.cfg.WorkerID, ids, r.leaseArg(), claims).Query(
 			func(rows pgx.Rows) error {
 				got, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 				held = make(map[int64]bool, len(got))
@@ -65,12 +71,14 @@ func (r *Runner) renew(ctx context.Context) {
 		b.Queue(`select pgrun.beat($1)`, beats)
 	}
 	r.queueHeartbeat(b, "running")
+	began := time.Now()
 	if err := r.pool.SendBatch(ctx, b).Close(); err != nil {
-		if ctx.Err() == nil {
+		if ctx.Err() == nil && !r.down.fail("renew_leases", err) {
 			r.log.Error("lease renewal failed", "jobs", len(ids), "err", err)
 		}
 		return
 	}
+	r.down.ok(began)
 	for _, e := range execs {
 		if held != nil && !held[e.job.ID] && e.ctx.Err() == nil {
 			r.log.Warn("lease lost; cancelling job", "job", e.job.ID)
@@ -91,7 +99,7 @@ func (r *Runner) queueHeartbeat(b *pgx.Batch, state string) {
 func (r *Runner) heartbeat(ctx context.Context, state string) {
 	b := &pgx.Batch{}
 	r.queueHeartbeat(b, state)
-	if err := r.pool.SendBatch(ctx, b).Close(); err != nil && ctx.Err() == nil {
+	if err := r.pool.SendBatch(ctx, b).Close(); err != nil && ctx.Err() == nil && !r.down.fail("worker_heartbeat", err) {
 		r.log.Warn("worker heartbeat failed", "err", err)
 	}
 }

@@ -27,7 +27,7 @@ func (r *Runner) listen(ctx context.Context) {
 			return pgx.ConnectConfig(ctx, r.pool.Config().ConnConfig.Copy())
 		},
 		LogError: func(ctx context.Context, err error) {
-			if ctx.Err() == nil {
+			if ctx.Err() == nil && !r.down.fail("listen", err) {
 				r.log.Warn("listener", "err", err)
 			}
 		},
@@ -62,7 +62,10 @@ func (w backlogWaker) HandleNotification(_ context.Context, n *pgconn.Notificati
 	return nil
 }
 
+// A (re)connection is also the listener's news that the database is back: after an
+// outage it has the runner settle (outage.go) at once.
 func (w backlogWaker) HandleBacklog(context.Context, string, *pgx.Conn) error {
+	w.r.down.ok(time.Now())
 	w.r.wakeAll()
 	return nil
 }

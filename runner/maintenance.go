@@ -29,6 +29,7 @@ func (r *Runner) maintainLoop(ctx context.Context) {
 		case <-t.C:
 		}
 		var out []byte
+		began := time.Now()
 		err := r.pool.QueryRow(ctx, `select pgrun.maintain(stall_window => $1, leader => $2, leader_lease => $3)::text`,
 			r.cfg.StallWindow, r.cfg.WorkerID, 3*r.cfg.MaintenanceInterval).Scan(&out)
 		if err != nil {
@@ -37,11 +38,12 @@ func (r *Runner) maintainLoop(ctx context.Context) {
 				r.log.Warn("maintenance needs the pgrun_admin role; this runner leaves it to one that has it (or to pg_cron)", "err", pe.Message)
 				return
 			}
-			if ctx.Err() == nil {
+			if ctx.Err() == nil && !r.down.fail("maintain", err) {
 				r.log.Warn("maintain failed", "err", err)
 			}
 			continue
 		}
+		r.down.ok(began)
 		var m map[string]json.RawMessage
 		if json.Unmarshal(out, &m) != nil {
 			continue

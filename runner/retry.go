@@ -39,10 +39,13 @@ func isTransient(err error) bool {
 }
 
 // retryBackoff is the first wait after a transient error; it doubles up to
-// retryBackoffMax.
+// retryBackoffMax. A second at most: through an outage or a failover every call in
+// retry finds the database back within a second of its return (as a lost
+// notification is found by the next poll), and a call costs a refused connection
+// while it is away.
 const (
 	retryBackoff    = 50 * time.Millisecond
-	retryBackoffMax = 5 * time.Second
+	retryBackoffMax = time.Second
 )
 
 // withRetry runs fn until it succeeds, fails with a non-transient error, or ctx is

@@ -30,6 +30,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/pgrun/pgrun"
 	"github.com/pgrun/pgrun/gpu"
 )
 
@@ -141,6 +142,15 @@ type Runner struct {
 	abandoned atomic.Int64
 	stats     stats
 
+	// down tracks database outages (outage.go); settleMu serialises settling after
+	// one, and claimGate keeps claims out while it lists what the runner holds and
+	// hands back the rest (claims hold it for reading during each call).
+	down      *outage
+	settleMu  sync.Mutex
+	claimGate sync.RWMutex
+	// arriving holds the claims of jobs a claim brought back that have not started.
+	arriving map[pgrun.ClaimID]struct{}
+
 	completer *completer
 	// jobCtx parents every handler's context; it is not derived from Run's ctx so
 	// that a shutdown can give handlers a grace period.
@@ -170,7 +180,9 @@ func New(pool *pgxpool.Pool, cfg Config) *Runner {
 
 		heartbeatCh: make(chan struct{}, 1),
 		handoff:     make(chan *execution),
+		arriving:    map[pgrun.ClaimID]struct{}{},
 	}
+	r.down = newOutage(r.log)
 	r.jobCtx, r.cancelJob = context.WithCancel(context.Background())
 	return r
 }
@@ -358,6 +370,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	machinery.Go(func() error { r.renewLoop(mctx); return nil })
 	machinery.Go(func() error { r.listen(mctx); return nil })
 	machinery.Go(func() error { r.confirmCancels(mctx); return nil })
+	machinery.Go(func() error { r.settleLoop(mctx); return nil })
 	if r.cfg.MaintenanceInterval > 0 {
 		machinery.Go(func() error { r.maintainLoop(mctx); return nil })
 	}

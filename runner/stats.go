@@ -15,6 +15,10 @@ type Stats struct {
 	// well round trips are amortised.
 	ClaimCalls    int64
 	CompleteCalls int64
+	// Outages counts the times the database became unreachable (logged once each);
+	// FailedCalls the background calls that failed for it meanwhile.
+	Outages     int64
+	FailedCalls int64
 }
 
 // stats holds the live counters behind [Runner.Stats].
@@ -32,5 +36,7 @@ func (r *Runner) Stats() Stats {
 		Completed:     r.stats.completed.Load(),
 		ClaimCalls:    r.stats.claimCalls.Load(),
 		CompleteCalls: r.stats.completeCalls.Load(),
+		Outages:       r.down.count.Load(),
+		FailedCalls:   r.down.total.Load(),
 	}
 }

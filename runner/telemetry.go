@@ -30,9 +30,14 @@ func (r *Runner) telemetryLoop(ctx context.Context) {
 			continue
 		}
 		gpus, _ := json.Marshal(sample.GPUs)
+		began := time.Now()
 		if _, err := r.pool.Exec(ctx, `select pgrun.record_hw($1, $2, $3, $4, $5::jsonb)`,
-			r.cfg.Host, sample.CPUPct, sample.MemUsed, sample.MemTotal, gpus); err != nil && ctx.Err() == nil {
-			r.log.Warn("recording hardware sample failed", "err", err)
+			r.cfg.Host, sample.CPUPct, sample.MemUsed, sample.MemTotal, gpus); err != nil {
+			if ctx.Err() == nil && !r.down.fail("record_hw", err) {
+				r.log.Warn("recording hardware sample failed", "err", err)
+			}
+		} else {
+			r.down.ok(began)
 		}
 	}
 }

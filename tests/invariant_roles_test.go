@@ -166,6 +166,10 @@ func TestWorkerRole(t *testing.T) {
 		id, attempt).Scan(&n))
 	require.Equal(t, 1, n)
 	require.Equal(t, pgrun.StatusSucceeded, jobStatus(t, b, id))
+	// Handing back what it does not hold reaches only its own jobs.
+	allowed(t, b, p, `select pgrun.release_unheld('w-mine', '{}')`)
+	require.Equal(t, pgrun.StatusRunning, jobStatus(t, b, other.id))
+	denied(t, b, p, `select pgrun.note_server_epoch()`)
 
 	denied(t, b, p, `select pgrun.enqueue_job('noop')`)
 	denied(t, b, p, `insert into pgrun.jobs (kind) values ('noop')`)

@@ -371,11 +371,11 @@ func TestWorkFlagsAtTheirBounds(t *testing.T) {
 func TestUnknownSubcommandFails(t *testing.T) {
 	t.Parallel()
 	for args, want := range map[string]string{
-		"migrate bogus":  `unknown command "bogus" for "runner migrate": use one of down, grants, up, version`,
+		"migrate bogus":  `unknown command "bogus" for "runner migrate": use one of down, grants, sql, up, version`,
 		"migrate upp":    `unknown command "upp" for "runner migrate": did you mean up?`,
 		"schedule bogus": `unknown command "bogus" for "runner schedule"`,
 		"queue bogus":    `unknown command "bogus" for "runner queue"`,
-		"migrate":        `"runner migrate" needs a subcommand: one of down, grants, up, version`,
+		"migrate":        `"runner migrate" needs a subcommand: one of down, grants, sql, up, version`,
 		"bogus":          `unknown command "bogus" for "runner"`,
 	} {
 		code, stderr := stderrOf(strings.Fields(args)...)

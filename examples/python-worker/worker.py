@@ -10,8 +10,8 @@ URL, QUEUE = sys.argv[1], sys.argv[2]
 WORKER = os.environ.get("PGRUN_WORKER_ID") or f"py:{socket.gethostname()}:{os.getpid()}"
 KINDS = ["noop", "echo", "sleep", "fail", "later", "fanout"]
 stop, cancelled, lock = threading.Event(), threading.Event(), threading.Lock()
-current = None      # the job being run: (id, attempt), read by the keeper thread
-renew_every = 10.0  # a third of the effective lease: lease_expires_at - started_at of the claim
+current = None      # the job being run: (id, claim_id), read by the keeper thread
+renew_every = 10.0  # a third of the claim's lease (lease_length)
 
 class Permanent(Exception): pass  # reported with retryable => false
 class Later(Exception): pass      # put back without spending an attempt
@@ -34,20 +34,20 @@ def handle(job):
     return None  # noop
 
 def report(conn, job, result, err):
-    key = (job["id"], job["attempt"])
+    key, claim = (job["id"], job["attempt"]), job["claim_id"]  # the claim token: reports match only this claim
     if err is None:
-        conn.execute("select pgrun.complete_job(%s, %s, %s, %s)", (*key, Jsonb(result) if result is not None else None, WORKER))
+        conn.execute("select pgrun.complete_job(%s, %s, %s, %s, %s)", (*key, Jsonb(result) if result is not None else None, WORKER, claim))
     elif stop.is_set() and cancelled.is_set():  # shutting down: back to the queue, no attempt spent
-        conn.execute("select pgrun.requeue_job(%s, %s, 'worker shut down', %s)", (*key, WORKER))
+        conn.execute("select pgrun.requeue_job(%s, %s, 'worker shut down', %s, %s)", (*key, WORKER, claim))
     elif cancelled.is_set():
         pass  # cancelled, timed out or taken back: the database has decided already
     elif isinstance(err, Later):
-        conn.execute("select pgrun.retry_later(%s, %s, make_interval(secs => %s), 'later', %s)", (*key, err.args[0], WORKER))
+        conn.execute("select pgrun.retry_later(%s, %s, make_interval(secs => %s), 'later', %s, %s)", (*key, err.args[0], WORKER, claim))
     elif isinstance(err, Defer):
-        conn.execute("select pgrun.defer_job(%s, %s, %s, 1.0, %s)", (*key, Jsonb(err.args[0]), WORKER))
+        conn.execute("select pgrun.defer_job(%s, %s, %s, 1.0, %s, %s)", (*key, Jsonb(err.args[0]), WORKER, claim))
     else:  # the class decides retryability in SQL (pgrun.error_class_permanent)
-        conn.execute("select pgrun.fail_job(%s, %s, %s, %s, %s)",
-                     (*key, Jsonb({"class": "error", "message": str(err)}), False if isinstance(err, Permanent) else None, WORKER))
+        conn.execute("select pgrun.fail_job(%s, %s, %s, %s, %s, %s)", (*key, Jsonb({"class": "error", "message": str(err)}),
+                     False if isinstance(err, Permanent) else None, WORKER, claim))
 
 def wait(conn, timeout):
     """Waits up to timeout for a notification on conn and returns the payloads."""
@@ -68,14 +68,14 @@ def keeper():
             hinted = job and any(p.split(":")[0] == str(job[0]) for p in notes)
             if time.monotonic() - last < every and not hinted: continue
             last = time.monotonic()
-            if job and not conn.execute("select pgrun.renew_leases(%s, %s)", (WORKER, [job[0]])).fetchall():
+            if job and not conn.execute("select pgrun.renew_leases(%s, %s, null, %s)", (WORKER, [job[0]], [job[1]])).fetchall():
                 cancelled.set()
             conn.execute("select pgrun.worker_heartbeat(%s, %s, %s, %s, cadence => make_interval(secs => %s), kinds => %s)",
                          (WORKER, socket.gethostname(), os.getpid(), [QUEUE], every, KINDS))
 
 def main():
     global current, renew_every
-    signal.signal(signal.SIGTERM, lambda *_: (stop.set(), cancelled.set() if current else None))
+    signal.signal(signal.SIGTERM, lambda *_: (stop.set(), cancelled.set()))
     threading.Thread(target=keeper, daemon=True).start()
     with psycopg.connect(URL, autocommit=True, row_factory=dict_row) as conn:
         conn.execute("listen pgrun_jobs")
@@ -84,10 +84,10 @@ def main():
             if job is None:
                 wait(conn, 1.0)  # a notification, or poll each second
                 continue
-            cancelled.clear()
+            if not stop.is_set(): cancelled.clear()  # a job claimed as SIGTERM came goes back
             with lock:
-                current = (job["id"], job["attempt"])
-                renew_every = (job["lease_expires_at"] - job["started_at"]).total_seconds() / 3
+                current = (job["id"], job["claim_id"])
+                renew_every = job["lease_length"].total_seconds() / 3
             try: result, err = handle(job), None
             except Exception as e: result, err = None, e
             report(conn, job, result, err)

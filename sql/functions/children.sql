@@ -8,14 +8,16 @@
 -- fails as soon as the failed share of its children reaches failure_ratio (default
 -- 1.0: only if all fail) and succeeds when all have finished below it. With no
 -- children it succeeds at once. Returns the parent, or NULL if (id, attempt) is not
--- running.
+-- running (under worker and claim_id, when given: see transitions.sql).
 drop function if exists pgrun.defer_job(bigint, integer, jsonb, double precision);
+drop function if exists pgrun.defer_job(bigint, integer, jsonb, double precision, text);
 create or replace function pgrun.defer_job(
   id             bigint,
   attempt        integer,
   children       jsonb,
   failure_ratio  double precision default 1.0,
-  worker         text default null
+  worker         text default null,
+  claim_id       uuid default null
 )
 returns pgrun.jobs
 language plpgsql
@@ -45,6 +47,7 @@ begin
       child_errors = '{}', failure_ratio = defer_job.failure_ratio, lease_expires_at = null
   where j.id = defer_job.id and j.attempt = defer_job.attempt and j.status = 'running'
     and (defer_job.worker is null or j.claimed_by = defer_job.worker)
+    and (defer_job.claim_id is null or j.claim_id = defer_job.claim_id)
   returning j.* into j;
   if not found then
     return null;

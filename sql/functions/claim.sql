@@ -5,8 +5,10 @@
 -- claim_jobs claims up to n due jobs of one queue for worker, in priority, run_at, id
 -- order, of the given kinds only (NULL: any kind; a worker passes the kinds it has
 -- handlers for, so a job nobody handles stays queued and is counted in
--- queue_stats.unhandled instead of failing on a worker that cannot run it), and returns them running with attempt incremented (the new attempt is the
--- claim token every later transition must present) and a lease of the given length
+-- queue_stats.unhandled instead of failing on a worker that cannot run it), and returns
+-- them running with attempt incremented (the count of claims), a new claim_id (the
+-- claim's token, unique to it: reports that present it match only this claim, and a
+-- handler may key its side effects on it) and a lease of the given length
 -- (NULL: the queue's default_lease, else 30 seconds). after_priority, after_run_at
 -- and after_id (the key of the last job this worker claimed) let the scan resume
 -- there instead of at the queue's start; see below.
@@ -142,8 +144,8 @@ begin
     return query
     update pgrun.jobs j
     set status = 'running', attempt = j.attempt + 1, claimed_by = worker,
-        lease_expires_at = v_now + lease, started_at = v_now, heartbeat_at = null,
-        deadline_at = v_now + j.timeout
+        claim_id = gen_random_uuid(), lease_expires_at = v_now + lease, lease_length = lease,
+        started_at = v_now, heartbeat_at = null, deadline_at = v_now + j.timeout
     where j.id = any (v_ids)
     returning j.*;
     get diagnostics v_total = row_count;
@@ -216,8 +218,8 @@ begin
       return query
       update pgrun.jobs j
       set status = 'running', attempt = j.attempt + 1, claimed_by = worker,
-          lease_expires_at = v_now + lease, started_at = v_now, heartbeat_at = null,
-        deadline_at = v_now + j.timeout
+          claim_id = gen_random_uuid(), lease_expires_at = v_now + lease, lease_length = lease,
+          started_at = v_now, heartbeat_at = null, deadline_at = v_now + j.timeout
       where j.id = any (v_ids)
       returning j.*;
       get diagnostics v_got = row_count;
@@ -236,15 +238,19 @@ end;
 $$;
 
 -- renew_leases extends the leases of worker's running jobs to now + lease (NULL: each
--- job's queue default_lease, else 30 seconds) and returns the ids it extended. With ids NULL every running job of the worker is
--- renewed; with ids, only those. An id the worker asked for but did not get back is
--- no longer its to run (cancelled, reclaimed after its lease ran out, finished
--- elsewhere): the runner cancels that job's context.
+-- job's queue default_lease, else 30 seconds) and returns the ids it extended. With ids
+-- NULL every running job of the worker is renewed; with ids, only those; with
+-- claim_ids (the runner passes the claims it holds), only jobs running under one of
+-- those claims, so a claim the worker no longer holds (undone by a failover and made
+-- again, elsewhere or here) is not kept alive. An id the worker asked for but did not
+-- get back is no longer its to run (cancelled, reclaimed after its lease ran out,
+-- finished elsewhere): the runner cancels that job's context.
 drop function if exists pgrun.renew_leases(text, bigint[], interval);
 create or replace function pgrun.renew_leases(
-  worker  text,
-  ids     bigint[] default null,
-  lease   interval default null
+  worker     text,
+  ids        bigint[] default null,
+  lease      interval default null,
+  claim_ids  uuid[] default null
 )
 returns setof bigint
 language plpgsql
@@ -259,9 +265,12 @@ begin
   return query
   update pgrun.jobs j
   set lease_expires_at = pgrun.clock() + coalesce(lease,
+        (select q.default_lease from pgrun.queues q where q.name = j.queue), interval '30 seconds'),
+      lease_length = coalesce(lease,
         (select q.default_lease from pgrun.queues q where q.name = j.queue), interval '30 seconds')
   where j.status = 'running' and j.claimed_by = worker
     and (ids is null or j.id = any (ids))
+    and (renew_leases.claim_ids is null or j.claim_id = any (renew_leases.claim_ids))
   returning j.id;
 end;
 $$;
@@ -291,9 +300,9 @@ $$;
 
 -- claim_job is the one-job form of claim_jobs, for simple workers in any language: it
 -- claims the next due job of queue for worker (of the given kinds; NULL: any) and
--- returns it running, or no row. The claim's effective lease is the row's
--- lease_expires_at - started_at (both are the claim's instant); renew every third of
--- it (renew_leases), and present id and attempt to every later call.
+-- returns it running, or no row. The claim's lease is the row's lease_length; renew
+-- every third of it (renew_leases), and present id, attempt and claim_id to every
+-- later call.
 create or replace function pgrun.claim_job(
   queue   text,
   worker  text,

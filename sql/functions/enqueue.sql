@@ -128,6 +128,8 @@ begin
   new.lease_expiries := 0;
   new.claimed_by := null;
   new.lease_expires_at := null;
+  new.claim_id := null;
+  new.lease_length := null;
   new.heartbeat_at := null;
   new.started_at := null;
   new.finished_at := null;
@@ -162,6 +164,7 @@ create or replace trigger jobs_before_insert
          and new.failure_ratio is null and cardinality(new.child_errors) = 0
          and new.attempt = 0 and new.failures = 0 and new.lease_expiries = 0
          and new.claimed_by is null and new.lease_expires_at is null and new.heartbeat_at is null
+         and new.claim_id is null and new.lease_length is null
          and new.started_at is null and new.finished_at is null and new.result is null
          and new.error is null and new.progress_current = 0) is not true)
   execute function pgrun.jobs_before_insert();

@@ -49,7 +49,8 @@ begin
 end;
 $$;
 
--- expired_leases lists up to batch running jobs whose lease ran out, oldest first.
+-- expired_leases lists up to batch running jobs whose lease ran out, oldest first,
+-- leaving out those still within the grace after the server epoch (in_epoch_grace).
 create or replace function pgrun.expired_leases(batch integer)
 returns bigint[]
 language sql
@@ -59,6 +60,7 @@ as $$
   select array(select c.id from pgrun.jobs c
                where c.status = 'running' and least(c.lease_expires_at, c.deadline_at) < pgrun.clock()
                  and c.lease_expires_at < pgrun.clock()
+                 and not pgrun.in_epoch_grace(pgrun.epoch_since(), c.lease_length, pgrun.clock())
                order by least(c.lease_expires_at, c.deadline_at) limit batch)
 $$;
 
@@ -66,7 +68,10 @@ $$;
 -- job.lease_expired_requeue), without spending an attempt; a job that has already
 -- lost lease_budget leases fails instead (class lease_expired). It takes up to batch
 -- jobs (ids NULL) or exactly the given ids, each only if its lease has still run out.
--- Returns {"requeued": n, "failed": n}.
+-- After a server start or a promotion (pgrun.server_epochs, failover.sql) a lease is
+-- not judged until one lease length after the epoch began, however long ago it ran
+-- out: during an outage no runner could renew it, and the job may well have finished
+-- with its report on the way. Returns {"requeued": n, "failed": n}.
 create or replace function pgrun.reap_expired_leases(
   lease_budget  integer default 3,
   batch         integer default 1000,
@@ -82,6 +87,7 @@ declare
   v_requeued  integer;
   v_failed    integer;
   v_queues    text[];
+  v_since     timestamptz := pgrun.epoch_since();
   q           text;
 begin
   with expired as (
@@ -102,10 +108,12 @@ begin
         select c.id from pgrun.jobs c
         where c.status = 'running' and least(c.lease_expires_at, c.deadline_at) < v_now
           and c.lease_expires_at < v_now
+          and not pgrun.in_epoch_grace(v_since, c.lease_length, v_now)
         order by least(c.lease_expires_at, c.deadline_at)
         limit batch
         for update skip locked)))
       and j.status = 'running' and j.lease_expires_at < v_now
+      and not pgrun.in_epoch_grace(v_since, j.lease_length, v_now)
     returning j.id, j.status, j.queue, j.attempt, j.claimed_by, j.lease_expiries
   ),
   logged as (
@@ -133,6 +141,8 @@ $$;
 -- overdue_jobs lists up to batch jobs past their timeout with no sign of life within
 -- stall_window: running jobs (a beat, progress or an event is a sign of life) and
 -- waiting parents (a child finishing is one). Jobs without a timeout never appear.
+-- The start of the server epoch (a restart, a promotion: failover.sql) counts as a
+-- sign of life of every job: during the outage before it no sign could arrive.
 create or replace function pgrun.overdue_jobs(stall_window interval, batch integer)
 returns bigint[]
 language sql
@@ -147,21 +157,24 @@ as $$
      where c.status = 'running' and least(c.lease_expires_at, c.deadline_at) < pgrun.clock()
        and c.timeout is not null
        and c.started_at + c.timeout < pgrun.clock()
-       and coalesce(c.heartbeat_at, c.started_at) < pgrun.clock() - stall_window
+       and greatest(coalesce(c.heartbeat_at, c.started_at), (select pgrun.epoch_alive(pgrun.clock())))
+           < pgrun.clock() - stall_window
      order by least(c.lease_expires_at, c.deadline_at) limit batch)
     union all
     (select c.id, c.started_at from pgrun.jobs c
      where c.status = 'waiting' and c.failure_ratio is not null
        and c.timeout is not null
        and c.started_at + c.timeout < pgrun.clock()
-       and coalesce(c.heartbeat_at, c.started_at) < pgrun.clock() - stall_window
+       and greatest(coalesce(c.heartbeat_at, c.started_at), (select pgrun.epoch_alive(pgrun.clock())))
+           < pgrun.clock() - stall_window
      limit batch)) x
     order by x.started_at limit batch)
 $$;
 
 -- fail_overdue enforces timeouts; this is the one timeout rule, whatever language
 -- the worker is written in. A job past its timeout is spared while it shows a sign of
--- life within stall_window; past both it fails:
+-- life within stall_window (the start of the server epoch counts as one, see
+-- overdue_jobs); past both it fails:
 --   * a running job fails that attempt with class timeout (retried while attempts
 --     remain) and its worker is told on pgrun_cancel to stop the handler;
 --   * a waiting parent fails for good with class timeout, and its unfinished
@@ -182,6 +195,7 @@ as $$
 declare
   v_now  timestamptz := pgrun.clock();
   v_ids  bigint[] := coalesce(ids, pgrun.overdue_jobs(stall_window, batch));
+  v_alive timestamptz := pgrun.epoch_alive(v_now);
   r      record;
   n      integer := 0;
 begin
@@ -195,7 +209,7 @@ begin
       and (c.status = 'running' or (c.status = 'waiting' and c.failure_ratio is not null))
       and c.timeout is not null
       and c.started_at + c.timeout < v_now
-      and coalesce(c.heartbeat_at, c.started_at) < v_now - stall_window
+      and greatest(coalesce(c.heartbeat_at, c.started_at), v_alive) < v_now - stall_window
     order by c.started_at
     for update skip locked
   loop
@@ -229,8 +243,10 @@ $$;
 
 -- flag_dead_workers flags workers that went silent for three heartbeat cadences while
 -- holding running jobs (flagged_dead_at, and a worker.dead event on each of their
--- jobs); the lease reaper brings the jobs back. A heartbeat clears the flag. Returns
--- how many were flagged.
+-- jobs); the lease reaper brings the jobs back. A heartbeat clears the flag. Within
+-- three of a worker's cadences after a server start or a promotion (server_epochs) it
+-- is not flagged: its silence was the outage's, and it has not had the time to come
+-- back yet. Returns how many were flagged.
 create or replace function pgrun.flag_dead_workers()
 returns integer
 language plpgsql
@@ -238,6 +254,7 @@ set search_path = pgrun, pg_catalog
 as $$
 declare
   v_now     timestamptz := pgrun.clock();
+  v_since   timestamptz := pgrun.epoch_since();
   v_silent  text[];
   n         integer;
 begin
@@ -245,7 +262,8 @@ begin
   -- and the running jobs are not read at all.
   v_silent := array(select w.id from pgrun.workers w
                     where w.flagged_dead_at is null and w.state <> 'stopped'
-                      and not pgrun.worker_alive(w, v_now));
+                      and not pgrun.worker_alive(w, v_now)
+                      and not pgrun.in_epoch_grace(v_since, 3 * w.cadence, v_now));
   if cardinality(v_silent) = 0 then
     return 0;
   end if;
@@ -409,6 +427,8 @@ $$;
 
 -- maintain does one round of periodic work and returns what it did as JSON. Steps,
 -- in order (each is a function of its own, see above):
+--   note_server_epoch    record a server start or promotion (failover.sql): leases and
+--                        workers get a grace of their own length after it
 --   reap_expired_leases  requeue (or, past lease_budget, fail) jobs whose lease ran out
 --   fail_overdue         the timeout rule, with the stall_window sign-of-life grace
 --   flag_dead_workers    flag workers silent for three cadences while holding jobs
@@ -477,6 +497,11 @@ begin
     return jsonb_build_object('skipped', true, 'leader', v_holder);
   end if;
 
+  begin
+    perform pgrun.note_server_epoch();
+  exception when others then
+    v_errors := v_errors || jsonb_build_object('note_server_epoch', sqlerrm);
+  end;
   begin
     v_leases := pgrun.reap_expired_leases(lease_budget, batch);
   exception when others then

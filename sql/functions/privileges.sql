@@ -37,6 +37,7 @@ as $$
     -- worker
     'claim_jobs', 'renew_leases', 'complete_jobs', 'complete_job', 'fail_job', 'retry_later',
     'requeue_job', 'defer_job', 'set_progress', 'beat', 'emit', 'worker_heartbeat', 'record_hw',
+    'release_unheld',
     -- enqueuer
     'start_run', 'submit_input', 'replace_queued', 'jobs_after_insert', 'job_timeline', 'caller_tenant',
     -- admin
@@ -44,7 +45,7 @@ as $$
     'pause_queue', 'resume_queue', 'set_queue', 'set_schedule', 'drop_schedule', 'pause_schedule',
     'resume_schedule', 'set_worker_control', 'worker_modes', 'maintain', 'take_maintenance',
     'reap_expired_leases', 'fail_overdue', 'flag_dead_workers', 'forget_workers', 'prune_history',
-    'drain_outbox', 'fire_schedules', 'dispatch', 'set_tenant_mode', 'grant_tenant', 'revoke_tenant',
+    'drain_outbox', 'fire_schedules', 'dispatch', 'note_server_epoch', 'set_tenant_mode', 'grant_tenant', 'revoke_tenant',
     -- the queue_stats view's numbers (every tenant's counts, no payload)
     'queue_counts']
 $$;
@@ -109,7 +110,7 @@ begin
   foreach f in array array['claim_jobs', 'claim_job', 'renew_leases', 'complete_jobs', 'complete_job', 'fail_job',
                            'retry_later', 'requeue_job', 'defer_job', 'set_progress', 'beat', 'emit',
                            'worker_heartbeat', 'record_hw', 'worker_modes', 'error_class_permanent',
-                           'clock'] loop
+                           'clock', 'release_unheld'] loop
     return query select format('grant execute on function %s to %I', pgrun.qualified(p.oid), worker)
                  from pg_proc p where p.pronamespace = 'pgrun'::regnamespace and p.proname = f;
   end loop;
@@ -121,6 +122,7 @@ begin
                            'worker_modes', 'maintain', 'take_maintenance', 'reap_expired_leases',
                            'fail_overdue', 'flag_dead_workers', 'forget_workers', 'prune_history',
                            'drain_outbox', 'fire_schedules', 'job_timeline', 'cron_next', 'clock',
+                           'note_server_epoch',
                            'set_tenant_mode', 'grant_tenant', 'revoke_tenant', 'administers',
                            'caller_role', 'tenant_mode', 'sees_all', 'caller_tenant', 'may_touch'] loop
     return query select format('grant execute on function %s to %I', pgrun.qualified(p.oid), admin)

@@ -1,8 +1,12 @@
 -- transitions.sql: how a claimed job leaves the running state, and the operator's
 -- cancel and redrive. Each worker-side transition is one guarded UPDATE on
--- (id, attempt, status): a duplicate delivery, a stale worker whose lease was reclaimed
--- or a job already finished matches nothing, and the function returns NULL (or no
--- row) and changes nothing.
+-- (id, attempt, status), and on the claim's token when the worker passes it (claim_id,
+-- the last parameter of every report, default NULL: any claim of that attempt): a
+-- duplicate delivery, a stale worker whose lease was reclaimed, a report from before a
+-- failover that undid its claim, or a job already finished matches nothing, and the
+-- function returns NULL (or no row) and changes nothing. Runners always pass the
+-- token: after an asynchronous failover an attempt number can be handed out twice,
+-- a claim token never is.
 
 -- complete_jobs finishes running jobs in one statement. A pair (id, attempt) that is
 -- no longer running under that attempt is skipped, so duplicate or stale calls change
@@ -11,13 +15,16 @@
 -- good with class bad_result (its id is returned too, since it did finish), and the
 -- others succeed. worker is the id the jobs were claimed with: a job claimed by
 -- another worker is skipped like a stale one (check_reporter: only the engine's owner
--- may leave it NULL).
+-- may leave it NULL). claim_ids, when given, holds each job's claim_id (an element
+-- NULL: any claim of that attempt), and a job is finished only under that claim.
 drop function if exists pgrun.complete_jobs(bigint[], integer[], jsonb[]);
+drop function if exists pgrun.complete_jobs(bigint[], integer[], jsonb[], text);
 create or replace function pgrun.complete_jobs(
-  ids       bigint[],
-  attempts  integer[],
-  results   jsonb[] default null,
-  worker    text default null
+  ids        bigint[],
+  attempts   integer[],
+  results    jsonb[] default null,
+  worker     text default null,
+  claim_ids  uuid[] default null
 )
 returns setof bigint
 language plpgsql
@@ -28,9 +35,11 @@ declare
 begin
   perform pgrun.check_reporter(worker);
   if cardinality(ids) is distinct from cardinality(attempts)
-     or (results is not null and cardinality(results) <> cardinality(ids)) then
-    raise exception 'complete_jobs got % ids, % attempts and % results',
-      coalesce(cardinality(ids), 0), coalesce(cardinality(attempts), 0), coalesce(cardinality(results)::text, 'no')
+     or (results is not null and cardinality(results) <> cardinality(ids))
+     or (claim_ids is not null and cardinality(claim_ids) <> cardinality(ids)) then
+    raise exception 'complete_jobs got % ids, % attempts, % results and % claim ids',
+      coalesce(cardinality(ids), 0), coalesce(cardinality(attempts), 0), coalesce(cardinality(results)::text, 'no'),
+      coalesce(cardinality(claim_ids)::text, 'no')
       using errcode = '22023', hint = 'Pass arrays of equal length: element i of each describes one job.';
   end if;
   if cardinality(ids) > 10000 then
@@ -42,10 +51,12 @@ begin
   if exists (select 1 from pgrun.queues q where q.ephemeral) then
     return query
     delete from pgrun.jobs j
-    using unnest(ids, attempts, coalesce(results, array_fill(null::jsonb, array[cardinality(ids)])))
-          as r(id, attempt, result), pgrun.queues q
+    using unnest(ids, attempts, coalesce(results, array_fill(null::jsonb, array[cardinality(ids)])),
+                 coalesce(claim_ids, array_fill(null::uuid, array[cardinality(ids)])))
+          as r(id, attempt, result, claim_id), pgrun.queues q
     where j.id = r.id and j.attempt = r.attempt and j.status::text = 'running'
       and (worker is null or j.claimed_by = worker)
+      and (r.claim_id is null or j.claim_id = r.claim_id)
       and (r.result is null or pg_column_size(r.result) <= v_limit)
       and q.name = j.queue and q.ephemeral and j.parent_id is null and j.run_id is null
     returning j.id;
@@ -54,39 +65,43 @@ begin
   update pgrun.jobs j
   set status = 'succeeded', finished_at = pgrun.clock(), result = r.result,
       lease_expires_at = null
-  from unnest(ids, attempts, coalesce(results, array_fill(null::jsonb, array[cardinality(ids)])))
-       as r(id, attempt, result)
+  from unnest(ids, attempts, coalesce(results, array_fill(null::jsonb, array[cardinality(ids)])),
+              coalesce(claim_ids, array_fill(null::uuid, array[cardinality(ids)])))
+       as r(id, attempt, result, claim_id)
   -- status is compared as text on purpose: as "status = 'running'" the planner may
   -- match the partial index of running rows and scan all of them per batch (seen
   -- with 300k running rows of dead workers not yet reaped); this way ids go by
   -- primary key whatever the statistics say.
   where j.id = r.id and j.attempt = r.attempt and j.status::text = 'running'
     and (worker is null or j.claimed_by = worker)
+    and (r.claim_id is null or j.claim_id = r.claim_id)
     and (r.result is null or pg_column_size(r.result) <= v_limit)
   returning j.id;
   if results is not null then
     return query
     select f.id
-    from unnest(ids, attempts, results) as r(id, attempt, result),
+    from unnest(ids, attempts, results, coalesce(claim_ids, array_fill(null::uuid, array[cardinality(ids)])))
+           as r(id, attempt, result, claim_id),
          lateral pgrun.fail_job(r.id, r.attempt,
            jsonb_build_object('class', 'bad_result',
              'message', format('result is %s bytes, over the limit of %s bytes', pg_column_size(r.result), v_limit)),
-           false, worker) f
+           false, worker, r.claim_id) f
     where pg_column_size(r.result) > v_limit and f.id is not null;
   end if;
 end;
 $$;
 
 -- complete_job is the one-job form of complete_jobs, for simple workers: it returns
--- true if (id, attempt) was running and is now finished.
+-- true if (id, attempt) was running (under claim_id, if given) and is now finished.
 drop function if exists pgrun.complete_job(bigint, integer, jsonb);
+drop function if exists pgrun.complete_job(bigint, integer, jsonb, text);
 create or replace function pgrun.complete_job(id bigint, attempt integer, result jsonb default null,
-                                              worker text default null)
+                                              worker text default null, claim_id uuid default null)
 returns boolean
 language sql
 set search_path = pgrun, pg_catalog
 as $$
-  select exists (select 1 from pgrun.complete_jobs(array[id], array[attempt], array[result], worker))
+  select exists (select 1 from pgrun.complete_jobs(array[id], array[attempt], array[result], worker, array[claim_id]))
 $$;
 
 -- error_class_permanent reports whether a failure of class is never worth retrying,
@@ -112,15 +127,18 @@ $$;
 -- default) leaves the decision to the class. An error over max_json_bytes() is
 -- stored cut down (class, the first 8 KB of the message and 32 KB of the stack,
 -- "truncated": true) rather than refused, so a failure can always be recorded.
--- worker is the id the job was claimed with (see complete_jobs). Returns the job, or
--- NULL if (id, attempt) is not running under that worker.
+-- worker is the id the job was claimed with (see complete_jobs), claim_id the claim's
+-- token (NULL: any claim of that attempt). Returns the job, or NULL if (id, attempt)
+-- is not running under that worker and claim.
 drop function if exists pgrun.fail_job(bigint, integer, jsonb, boolean);
+drop function if exists pgrun.fail_job(bigint, integer, jsonb, boolean, text);
 create or replace function pgrun.fail_job(
   id         bigint,
   attempt    integer,
   error      jsonb,
   retryable  boolean default null,
-  worker     text default null
+  worker     text default null,
+  claim_id   uuid default null
 )
 returns pgrun.jobs
 language plpgsql
@@ -158,6 +176,7 @@ begin
       lease_expires_at = null
   where j.id = fail_job.id and j.attempt = fail_job.attempt and j.status = 'running'
     and (fail_job.worker is null or j.claimed_by = fail_job.worker)
+    and (fail_job.claim_id is null or j.claim_id = fail_job.claim_id)
   returning j.* into j;
   if not found then
     return null;
@@ -174,15 +193,18 @@ $$;
 
 -- put_back returns a running job to its queue, due after delay, without spending an
 -- attempt, and records event with reason. It is the shared body of retry_later and
--- requeue_job. Returns the job, or NULL if (id, attempt) is not running.
+-- requeue_job. Returns the job, or NULL if (id, attempt) is not running (under
+-- worker and claim_id, when given).
 drop function if exists pgrun.put_back(bigint, integer, interval, text, text);
+drop function if exists pgrun.put_back(bigint, integer, interval, text, text, text);
 create or replace function pgrun.put_back(
-  id       bigint,
-  attempt  integer,
-  delay    interval,
-  event    text,
-  reason   text,
-  worker   text default null
+  id        bigint,
+  attempt   integer,
+  delay     interval,
+  event     text,
+  reason    text,
+  worker    text default null,
+  claim_id  uuid default null
 )
 returns pgrun.jobs
 language plpgsql
@@ -203,6 +225,7 @@ begin
   set status = 'queued', run_at = pgrun.clock() + delay, lease_expires_at = null
   where j.id = put_back.id and j.attempt = put_back.attempt and j.status = 'running'
     and (put_back.worker is null or j.claimed_by = put_back.worker)
+    and (put_back.claim_id is null or j.claim_id = put_back.claim_id)
   returning j.* into j;
   if not found then
     return null;
@@ -218,14 +241,17 @@ $$;
 
 -- retry_later puts a running job back in the queue to run after delay, without
 -- spending an attempt (the handler asked to be run later: a rate limit, a busy GPU).
--- Returns the job, or NULL if (id, attempt) is not running.
+-- Returns the job, or NULL if (id, attempt) is not running (under worker and
+-- claim_id, when given).
 drop function if exists pgrun.retry_later(bigint, integer, interval, text);
+drop function if exists pgrun.retry_later(bigint, integer, interval, text, text);
 create or replace function pgrun.retry_later(
-  id       bigint,
-  attempt  integer,
-  delay    interval,
-  reason   text default null,
-  worker   text default null
+  id        bigint,
+  attempt   integer,
+  delay     interval,
+  reason    text default null,
+  worker    text default null,
+  claim_id  uuid default null
 )
 returns pgrun.jobs
 language plpgsql
@@ -233,19 +259,22 @@ set search_path = pgrun, pg_catalog
 as $$
 begin
   perform pgrun.check_reporter(worker);
-  return pgrun.put_back(id, attempt, delay, 'job.retry_later', reason, worker);
+  return pgrun.put_back(id, attempt, delay, 'job.retry_later', reason, worker, claim_id);
 end;
 $$;
 
 -- requeue_job puts a running job back in the queue to run now, without spending an
 -- attempt: the runner shutting down, or an operator turning a worker off. Returns the
--- job, or NULL if (id, attempt) is not running.
+-- job, or NULL if (id, attempt) is not running (under worker and claim_id, when
+-- given).
 drop function if exists pgrun.requeue_job(bigint, integer, text);
+drop function if exists pgrun.requeue_job(bigint, integer, text, text);
 create or replace function pgrun.requeue_job(
-  id       bigint,
-  attempt  integer,
-  reason   text default null,
-  worker   text default null
+  id        bigint,
+  attempt   integer,
+  reason    text default null,
+  worker    text default null,
+  claim_id  uuid default null
 )
 returns pgrun.jobs
 language plpgsql
@@ -253,7 +282,7 @@ set search_path = pgrun, pg_catalog
 as $$
 begin
   perform pgrun.check_reporter(worker);
-  return pgrun.put_back(id, attempt, interval '0', 'job.requeued', reason, worker);
+  return pgrun.put_back(id, attempt, interval '0', 'job.requeued', reason, worker, claim_id);
 end;
 $$;
 

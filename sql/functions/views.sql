@@ -25,7 +25,8 @@ select j.id, j.queue, j.kind, j.status, j.attempt, j.failures, j.max_attempts,
        j.progress_current, j.progress_total,
        case when j.progress_total > 0
             then round(100.0 * j.progress_current / j.progress_total, 1) end as progress_pct,
-       j.lease_expires_at, j.heartbeat_at, j.timeout, j.model, j.parent_id, j.run_id, j.node, j.tenant
+       j.lease_expires_at, j.heartbeat_at, j.timeout, j.model, j.parent_id, j.run_id, j.node, j.tenant,
+       j.claim_id
 from pgrun.jobs j
 where j.status in ('running', 'waiting');
 $ddl$);
