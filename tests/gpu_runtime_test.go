@@ -192,7 +192,7 @@ func TestTelemetryIsRecordedAndBounded(t *testing.T) {
 	b := setup(t)
 	l := listenOn(t, b, "pgrun_hw")
 	r := newRunner(b.pool, runner.Config{Host: "sampled-host", TelemetryInterval: 20 * time.Millisecond})
-	startRunner(t, r)
+	stop := startRunner(t, r)
 	eventually(t, 10*time.Second, "two samples", func() bool {
 		var n int
 		require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from pgrun.hw_metrics where host = 'sampled-host'`).Scan(&n))
@@ -209,6 +209,7 @@ func TestTelemetryIsRecordedAndBounded(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, n.Payload, `"host": "sampled-host"`)
 
+	stop() // no sample of the runner's may land between the one below and the count
 	c := pinnedClock(t, b, time.Now().Add(2*time.Hour))
 	c.exec(`select pgrun.record_hw('sampled-host', 10, 1, 2, '[]')`)
 	var left int
