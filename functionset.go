@@ -85,8 +85,8 @@ type functionFile struct {
 	body string
 }
 
-// functionSet returns the function files in application order (common.sql first,
-// then the rest by name, views.sql and privileges.sql last) and their combined
+// functionSet returns the function files in application order (common.sql, then
+// retired.sql, then the rest by name, views.sql and privileges.sql last) and their combined
 // checksum.
 func functionSet() ([]functionFile, string, error) {
 	entries, err := fs.ReadDir(sqlFiles, "sql/functions")
@@ -97,12 +97,14 @@ func functionSet() ([]functionFile, string, error) {
 		switch name {
 		case "common.sql":
 			return 0
+		case "retired.sql":
+			return 1
 		case "views.sql":
-			return 2
-		case privilegesFile:
 			return 3
+		case privilegesFile:
+			return 4
 		}
-		return 1
+		return 2
 	}
 	names := make([]string, 0, len(entries))
 	for _, e := range entries {

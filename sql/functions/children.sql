@@ -9,8 +9,6 @@
 -- 1.0: only if all fail) and succeeds when all have finished below it. With no
 -- children it succeeds at once. Returns the parent, or NULL if (id, attempt) is not
 -- running (under worker and claim_id, when given: see transitions.sql).
-drop function if exists pgrun.defer_job(bigint, integer, jsonb, double precision);
-drop function if exists pgrun.defer_job(bigint, integer, jsonb, double precision, text);
 create or replace function pgrun.defer_job(
   id             bigint,
   attempt        integer,

@@ -37,8 +37,6 @@
 -- the row until commit. The outer UPDATE deliberately repeats no status filter: with
 -- one, the planner may fetch the ids through the partial claim index (id is its last
 -- column) and scan the whole backlog per claim.
-drop function if exists pgrun.claim_jobs(text, text, integer, interval, text[]);
-drop function if exists pgrun.claim_jobs(text, text, integer, interval, text[], text[]);
 create or replace function pgrun.claim_jobs(
   queue           text,
   worker          text,
@@ -245,7 +243,6 @@ $$;
 -- again, elsewhere or here) is not kept alive. An id the worker asked for but did not
 -- get back is no longer its to run (cancelled, reclaimed after its lease ran out,
 -- finished elsewhere): the runner cancels that job's context.
-drop function if exists pgrun.renew_leases(text, bigint[], interval);
 create or replace function pgrun.renew_leases(
   worker     text,
   ids        bigint[] default null,

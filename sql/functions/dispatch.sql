@@ -56,7 +56,6 @@ $$;
 -- after the other in id order (node_finished). The jobs are already marked dispatched
 -- (jobs_mark_dispatched). Raises whatever a consequence raises; the caller then falls
 -- back to one dispatch per job.
-drop function if exists pgrun.dispatch_finished(bigint[]); -- the form before transition tables
 create or replace function pgrun.dispatch_finished(
   parent_ids  bigint[],
   oks         boolean[],
@@ -104,15 +103,7 @@ $$;
 -- before jobs_dispatch: the function set of an older release, applied over this one,
 -- drops it by that name, so its own dispatch (which skips jobs already marked) still
 -- sees every job finish, and jobs_dispatch, left behind, finds no marked rows.
--- (The retired trigger is dropped only where it exists: DROP TRIGGER locks the table
--- even when there is nothing to drop.)
-do $$
-begin
-  if exists (select 1 from pg_trigger where tgrelid = 'pgrun.jobs'::regclass and tgname = 'jobs_before_finish') then
-    drop trigger jobs_before_finish on pgrun.jobs;
-  end if;
-end $$;
-drop function if exists pgrun.jobs_before_finish();
+-- (retired.sql drops the trigger it replaced, jobs_before_finish.)
 select pgrun.ensure_ddl('trigger', 'jobs_after_finish', 'pgrun.jobs', $ddl$
 create or replace trigger jobs_after_finish
   before update of status on pgrun.jobs

@@ -217,7 +217,6 @@ $ddl$);
 -- NULL if it is no longer queued under that key (or, in the tenant mode, belongs to
 -- another tenant). It is enqueue_job's on_conflict => 'replace': enqueue_job finds the
 -- holder with the caller's privileges; this part runs as the engine.
-drop function if exists pgrun.replace_queued(text, jsonb, integer, timestamptz);
 create or replace function pgrun.replace_queued(id bigint, unique_key text, args jsonb, priority integer, run_at timestamptz)
 returns pgrun.jobs
 language plpgsql
@@ -253,7 +252,6 @@ $$;
 -- that is still queued takes the new args, priority and run_at (event job.replaced)
 -- instead; the default 'ignore' leaves it as it is. Keys are per tenant (one space
 -- with the tenant mode off).
-drop function if exists pgrun.enqueue_job(text, jsonb, text, integer, timestamptz, integer, text, bigint, text, interval, jsonb);
 create or replace function pgrun.enqueue_job(
   kind             text,
   args             jsonb default '{}',

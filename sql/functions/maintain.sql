@@ -447,8 +447,6 @@ $$;
 -- {"skipped": true, "leader": holder}. Runners pass their id and three rounds'
 -- length, so a frozen leader loses maintenance within three rounds. Without leader
 -- (psql, pg_cron) it always works: every step is safe to run concurrently.
-drop function if exists pgrun.maintain(integer, interval, integer);
-drop function if exists pgrun.maintain(integer, interval, integer, interval);
 create or replace function pgrun.maintain(
   lease_budget       integer default 3,
   stall_window       interval default interval '1 minute',

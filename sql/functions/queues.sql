@@ -93,9 +93,6 @@ $$;
 --                      runs read them; so are parents finished by their children, and
 --                      failed and cancelled jobs.
 -- Returns the queue.
-drop function if exists pgrun.set_queue(text, integer, integer, interval, integer, interval, integer, interval, interval, interval, boolean, text[]);
-drop function if exists pgrun.set_queue(text, integer, integer, interval, integer, interval, interval, integer, interval, interval, interval, boolean, text[]);
-drop function if exists pgrun.set_queue(text, integer, integer, interval, integer, interval, interval, integer, interval, interval, interval, boolean, text[], interval);
 create or replace function pgrun.set_queue(
   name                  text,
   max_running           integer default null,

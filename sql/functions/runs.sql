@@ -242,7 +242,6 @@ end;
 $$;
 
 -- (node_dependents, unused since node_finished reads the spec once.)
-drop function if exists pgrun.node_dependents(pgrun.runs, text);
 
 -- node_downstream lists the nodes of run r's workflow that depend on node, directly
 -- or not. Each step looks the next nodes up in a map built once ({"node":

@@ -17,8 +17,6 @@
 -- another worker is skipped like a stale one (check_reporter: only the engine's owner
 -- may leave it NULL). claim_ids, when given, holds each job's claim_id (an element
 -- NULL: any claim of that attempt), and a job is finished only under that claim.
-drop function if exists pgrun.complete_jobs(bigint[], integer[], jsonb[]);
-drop function if exists pgrun.complete_jobs(bigint[], integer[], jsonb[], text);
 create or replace function pgrun.complete_jobs(
   ids        bigint[],
   attempts   integer[],
@@ -93,8 +91,6 @@ $$;
 
 -- complete_job is the one-job form of complete_jobs, for simple workers: it returns
 -- true if (id, attempt) was running (under claim_id, if given) and is now finished.
-drop function if exists pgrun.complete_job(bigint, integer, jsonb);
-drop function if exists pgrun.complete_job(bigint, integer, jsonb, text);
 create or replace function pgrun.complete_job(id bigint, attempt integer, result jsonb default null,
                                               worker text default null, claim_id uuid default null)
 returns boolean
@@ -130,8 +126,6 @@ $$;
 -- worker is the id the job was claimed with (see complete_jobs), claim_id the claim's
 -- token (NULL: any claim of that attempt). Returns the job, or NULL if (id, attempt)
 -- is not running under that worker and claim.
-drop function if exists pgrun.fail_job(bigint, integer, jsonb, boolean);
-drop function if exists pgrun.fail_job(bigint, integer, jsonb, boolean, text);
 create or replace function pgrun.fail_job(
   id         bigint,
   attempt    integer,
@@ -195,8 +189,6 @@ $$;
 -- attempt, and records event with reason. It is the shared body of retry_later and
 -- requeue_job. Returns the job, or NULL if (id, attempt) is not running (under
 -- worker and claim_id, when given).
-drop function if exists pgrun.put_back(bigint, integer, interval, text, text);
-drop function if exists pgrun.put_back(bigint, integer, interval, text, text, text);
 create or replace function pgrun.put_back(
   id        bigint,
   attempt   integer,
@@ -243,8 +235,6 @@ $$;
 -- spending an attempt (the handler asked to be run later: a rate limit, a busy GPU).
 -- Returns the job, or NULL if (id, attempt) is not running (under worker and
 -- claim_id, when given).
-drop function if exists pgrun.retry_later(bigint, integer, interval, text);
-drop function if exists pgrun.retry_later(bigint, integer, interval, text, text);
 create or replace function pgrun.retry_later(
   id        bigint,
   attempt   integer,
@@ -267,8 +257,6 @@ $$;
 -- attempt: the runner shutting down, or an operator turning a worker off. Returns the
 -- job, or NULL if (id, attempt) is not running (under worker and claim_id, when
 -- given).
-drop function if exists pgrun.requeue_job(bigint, integer, text);
-drop function if exists pgrun.requeue_job(bigint, integer, text, text);
 create or replace function pgrun.requeue_job(
   id        bigint,
   attempt   integer,

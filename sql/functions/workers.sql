@@ -5,9 +5,6 @@
 -- worker silent for three cadences while holding jobs is flagged dead by maintain()).
 -- kinds lists the job kinds it has handlers for (NULL: any), for queue_stats.unhandled.
 -- A heartbeat clears the dead flag. Returns the time recorded.
-drop function if exists pgrun.worker_heartbeat(text, text, integer, text[], text[], text, text);
-drop function if exists pgrun.worker_heartbeat(text, text, integer, text[], text[], text, text, interval);
-drop function if exists pgrun.worker_heartbeat(text, text, integer, text[], text[], text, text, interval, text[]);
 create or replace function pgrun.worker_heartbeat(
   id       text,
   host     text,
