@@ -55,19 +55,7 @@ func startAdapter(t *testing.T, a workerAdapter, b *bundle, queue, id string) *p
 		out, err := exec.Command(pythonBin, "-c", "import psycopg").CombinedOutput()
 		require.NoError(t, err, "the Python worker needs Debian's python3-psycopg (apt-get install python3-psycopg): %s", out)
 	}
-	p := &proc{done: make(chan error, 1)}
-	p.cmd = a.start(b.url, queue, id)
-	p.cmd.Stdout, p.cmd.Stderr = p, p
-	require.NoError(t, p.cmd.Start())
-	go func() { p.done <- p.cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		if t.Failed() {
-			t.Logf("%s worker %s output:\n%s", a.name, id, p.output())
-		}
-	})
-	return p
+	return startProc(t, a.name+" worker "+id, a.start(b.url, queue, id))
 }
 
 // forEachAdapter runs scenario against every adapter, each in its own database.

@@ -40,8 +40,14 @@ func (p *proc) output() string {
 // startWorker starts `runner work` against the test's database.
 func startWorker(t *testing.T, b *bundle, args ...string) *proc {
 	t.Helper()
-	p := &proc{done: make(chan error, 1)}
-	p.cmd = exec.Command(runnerBin, append([]string{"work", "--database-url", b.url}, args...)...)
+	return startProc(t, "runner", exec.Command(runnerBin, append([]string{"work", "--database-url", b.url}, args...)...))
+}
+
+// startProc starts cmd, collecting its output, and kills it at test end (printing its
+// output if the test failed).
+func startProc(t *testing.T, name string, cmd *exec.Cmd) *proc {
+	t.Helper()
+	p := &proc{cmd: cmd, done: make(chan error, 1)}
 	p.cmd.Stdout, p.cmd.Stderr = p, p
 	require.NoError(t, p.cmd.Start())
 	go func() { p.done <- p.cmd.Wait() }()
@@ -49,7 +55,7 @@ func startWorker(t *testing.T, b *bundle, args ...string) *proc {
 		_ = p.cmd.Process.Kill()
 		<-p.done
 		if t.Failed() {
-			t.Logf("runner output:\n%s", p.output())
+			t.Logf("%s output:\n%s", name, p.output())
 		}
 	})
 	return p
