@@ -40,8 +40,14 @@ func (p *proc) output() string {
 // startWorker starts `runner work` against the test's database.
 func startWorker(t *testing.T, b *bundle, args ...string) *proc {
 	t.Helper()
+	return startWorkerURL(t, b.url, args...)
+}
+
+// startWorkerURL starts `runner work` against the database at dbURL.
+func startWorkerURL(t *testing.T, dbURL string, args ...string) *proc {
+	t.Helper()
 	p := &proc{done: make(chan error, 1)}
-	p.cmd = exec.Command(runnerBin, append([]string{"work", "--database-url", b.url}, args...)...)
+	p.cmd = exec.Command(runnerBin, append([]string{"work", "--database-url", dbURL}, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p, p
 	require.NoError(t, p.cmd.Start())
 	go func() { p.done <- p.cmd.Wait() }()
