@@ -6,6 +6,8 @@
 // with a context that carries the job's timeout and remote cancellation, and reports
 // outcomes (completions in batches). It renews the leases of what it runs in one
 // call per interval, and one runner at a time (the leader) calls pgrun.maintain.
+// Behind a transaction-mode pooler it LISTENs on Config.ListenURL, or only polls
+// (see pooler.go and docs/poolers.md).
 //
 //	r := runner.New(pool, runner.Config{Queues: map[string]runner.QueueConfig{"default": {Workers: 16}}})
 //	runner.Handle(r, "resize", func(ctx context.Context, j *runner.Job[ResizeArgs]) (any, error) { ... })

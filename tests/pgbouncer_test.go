@@ -338,3 +338,13 @@ func TestPgBouncerRunnerWithoutDirectURLPolls(t *testing.T) {
 		where datname = current_database() and query ilike 'listen %'`).Scan(&listening))
 	require.Zero(t, listening, "no LISTEN went through the pooler")
 }
+
+// A listen URL pgx cannot read is a configuration error, reported before anything
+// connects, not a listener that silently never starts.
+func TestRunnerConfigRejectsABadListenURL(t *testing.T) {
+	err := runner.Config{Queues: map[string]runner.QueueConfig{"default": {Workers: 1}},
+		ListenURL: "postgres://x@127.0.0.1/db?sslmode=sometimes"}.Validate()
+	require.ErrorContains(t, err, "runner: listen URL")
+	require.NoError(t, runner.Config{Queues: map[string]runner.QueueConfig{"default": {Workers: 1}},
+		ListenURL: "postgres://x@127.0.0.1/db"}.Validate())
+}

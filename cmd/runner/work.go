@@ -12,6 +12,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
 	"github.com/pgrun/pgrun/examples/embeddings"
@@ -65,6 +66,11 @@ func (f *workFlags) config(changed func(string) bool) (runner.Config, slog.Level
 	}
 	if f.poll < minPollInterval {
 		return runner.Config{}, level, fmt.Errorf("--poll-interval %s is too short: give %s or more", f.poll, minPollInterval)
+	}
+	if f.listenURL != "" {
+		if _, err := pgx.ParseConfig(f.listenURL); err != nil {
+			return runner.Config{}, level, fmt.Errorf("--listen-url is not a PostgreSQL URL: %v", err)
+		}
 	}
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
 		return runner.Config{}, level, fmt.Errorf("--log-level %q is not one of debug, info, warn, error", f.logLevel)
