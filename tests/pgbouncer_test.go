@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -252,11 +253,24 @@ func TestPgBouncerCoreScenarios(t *testing.T) {
 	require.False(t, paused)
 	waitStatus(held.ID, pgrun.StatusSucceeded)
 
+	// A workflow: its second node is readied by the first one's completion.
+	_, err = pgrun.DefineWorkflow(ctx, db, "pooled", json.RawMessage(`{"nodes": [
+		{"name": "a", "kind": "echo", "args": {"x": {"$from": "input.x"}}},
+		{"name": "b", "kind": "echo", "deps": ["a"], "args": {"y": {"$from": "a.output.x"}}}]}`))
+	require.NoError(t, err)
+	run, err := pgrun.StartRun(ctx, db, "pooled", map[string]any{"x": 7}, "")
+	require.NoError(t, err)
+	eventually(t, 20*time.Second, "the run succeeded", func() bool {
+		got, err := pgrun.GetRun(ctx, db, run.ID)
+		require.NoError(t, err)
+		return got.Status == "succeeded"
+	})
+
 	// Observation through the pooler.
 	var queued, succeeded int
 	require.NoError(t, db.QueryRow(ctx, `select coalesce(sum(queued), 0), coalesce(sum(succeeded_1m), 0) from pgrun.queue_stats`).Scan(&queued, &succeeded))
 	require.Equal(t, 0, queued)
-	require.Equal(t, 6, succeeded)
+	require.Equal(t, 8, succeeded)
 
 	require.Empty(t, logs.matching("ERROR "), "the runner logged no error through the pooler")
 	require.Empty(t, logs.matching("pooler"), "with a direct listen URL, nothing to say about the pooler")
@@ -313,6 +327,7 @@ func TestPgBouncerPsqlEnqueueWakesRunnerListeningDirect(t *testing.T) {
 	}
 	require.NotContains(t, p.output(), "not listening")
 	require.NotContains(t, p.output(), "level=ERROR")
+	require.NotContains(t, p.output(), "prepared statement")
 }
 
 // A `runner work` with only the pooled URL does not LISTEN (it would never hear),
@@ -333,6 +348,7 @@ func TestPgBouncerRunnerWithoutDirectURLPolls(t *testing.T) {
 	}
 	require.Equal(t, 1, strings.Count(p.output(), "not listening"), "said once")
 	require.NotContains(t, p.output(), "level=ERROR")
+	require.NotContains(t, p.output(), "prepared statement")
 	var listening int
 	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from pg_stat_activity
 		where datname = current_database() and query ilike 'listen %'`).Scan(&listening))
