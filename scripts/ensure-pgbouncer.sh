@@ -67,6 +67,11 @@ if is_root; then
   chown postgres "$dir"
 fi
 chmod 700 "$dir"
+# One caller at a time sets the pooler up (parallel test processes).
+if command -v flock >/dev/null 2>&1; then
+  exec 9>>"$dir/.lock"
+  flock 9
+fi
 
 # pooled_url prints the upstream URL with its host and port replaced by the pooler's.
 pooled_url() { # port
