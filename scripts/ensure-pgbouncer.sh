@@ -126,6 +126,9 @@ default_pool_size = 20
 autodb_idle_timeout = 30
 server_idle_timeout = 30
 ignore_startup_parameters = extra_float_digits
+; every test connects and disconnects: keep the log to what goes wrong
+log_connections = 0
+log_disconnections = 0
 logfile = $dir/pgbouncer.log
 pidfile = $dir/pgbouncer.pid
 EOF
