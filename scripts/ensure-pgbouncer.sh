@@ -136,7 +136,13 @@ echo "$port" >"$dir/port"
 if is_root; then chown postgres "$dir"/*; fi
 
 log "starting pgbouncer (transaction mode) on 127.0.0.1:$port for $srv_host:$srv_port; files in $dir"
-as_owner "$PGBOUNCER" -d "$dir/pgbouncer.ini" >&2 || { tail -n 20 "$dir/pgbouncer.log" >&2 || true; die "pgbouncer did not start; see $dir/pgbouncer.log"; }
+# The daemon must not keep the lock (fd 9) or our caller's stdout and stderr: a caller
+# that reads them to the end (a test's exec) would wait for pgbouncer to exit.
+if ! as_owner "$PGBOUNCER" -d "$dir/pgbouncer.ini" </dev/null >"$dir/start.out" 2>&1 9>&-; then
+  cat "$dir/start.out" >&2
+  tail -n 20 "$dir/pgbouncer.log" >&2 || true
+  die "pgbouncer did not start; see $dir/pgbouncer.log"
+fi
 url=$(pooled_url "$port")
 for _ in $(seq 1 50); do
   if PGCONNECT_TIMEOUT=3 psql "$url" -XAtqc 'select 1' >/dev/null 2>&1; then
