@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // PoolerExecMode is the pgx query exec mode for a pool that reaches PostgreSQL through
@@ -42,4 +43,14 @@ func ThroughPooler(ctx context.Context, conn *pgx.Conn) (bool, error) {
 		return false, fmt.Errorf("pgrun: check for a pooler: %w", err)
 	}
 	return backend != conn.PgConn().PID(), nil
+}
+
+// PoolThroughPooler is [ThroughPooler] on one of pool's connections.
+func PoolThroughPooler(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return false, fmt.Errorf("pgrun: check for a pooler: %w", err)
+	}
+	defer conn.Release()
+	return ThroughPooler(ctx, conn.Conn())
 }

@@ -59,8 +59,8 @@ func (r *Runner) listenConnect(ctx context.Context) func(context.Context) (*pgx.
 			return conn, nil
 		}
 	}
-	pooled, err := r.poolThroughPooler(ctx)
-	for warned := false; err != nil; pooled, err = r.poolThroughPooler(ctx) {
+	pooled, err := pgrun.PoolThroughPooler(ctx, r.pool)
+	for warned := false; err != nil; pooled, err = pgrun.PoolThroughPooler(ctx, r.pool) {
 		if !warned && ctx.Err() == nil {
 			r.log.Warn("listener: cannot tell yet whether the pool goes through a pooler; retrying (polling meanwhile)", "err", err)
 			warned = true
@@ -85,14 +85,4 @@ func (r *Runner) listenConnect(ctx context.Context) func(context.Context) (*pgx.
 	}
 	cc := r.pool.Config().ConnConfig
 	return func(ctx context.Context) (*pgx.Conn, error) { return pgx.ConnectConfig(ctx, cc.Copy()) }
-}
-
-// poolThroughPooler reports whether the runner's pool goes through a pooler.
-func (r *Runner) poolThroughPooler(ctx context.Context) (bool, error) {
-	conn, err := r.pool.Acquire(ctx)
-	if err != nil {
-		return false, err
-	}
-	defer conn.Release()
-	return pgrun.ThroughPooler(ctx, conn.Conn())
 }

@@ -82,10 +82,7 @@ func TestPgBouncerIsATransactionModePoolerWherePoolerExecModeWorks(t *testing.T)
 	b := setupPooled(t)
 	ctx := b.ctx
 	isPooled := func(pool *pgxpool.Pool) bool {
-		c, err := pool.Acquire(ctx)
-		require.NoError(t, err)
-		defer c.Release()
-		pooled, err := pgrun.ThroughPooler(ctx, c.Conn())
+		pooled, err := pgrun.PoolThroughPooler(ctx, pool)
 		require.NoError(t, err)
 		return pooled
 	}

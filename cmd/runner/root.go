@@ -54,7 +54,7 @@ func (g *globals) connect(ctx context.Context) (*pgxpool.Pool, error) {
 	}
 	// Through a pooler, pgx's default statement cache fails at the second
 	// transaction: switch to the mode that works there (pgrun.PoolerExecMode).
-	pooled, err := throughPooler(pctx, pool)
+	pooled, err := pgrun.PoolThroughPooler(pctx, pool)
 	if err != nil || !pooled {
 		return pool, nil // a failing check is not a failing connection: leave it to the command
 	}
@@ -64,16 +64,6 @@ func (g *globals) connect(ctx context.Context) (*pgxpool.Pool, error) {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
 	return pool, nil
-}
-
-// throughPooler reports whether pool reaches PostgreSQL through a connection pooler.
-func throughPooler(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		return false, err
-	}
-	defer conn.Release()
-	return pgrun.ThroughPooler(ctx, conn.Conn())
 }
 
 // withPool adapts fn into a cobra RunE that connects first and closes the pool
