@@ -329,12 +329,13 @@ func TestPgBouncerPsqlEnqueueWakesRunnerListeningDirect(t *testing.T) {
 
 // A `runner work` with only the pooled URL does not LISTEN (it would never hear),
 // says why once, and still runs every job, found by its poll: each within the poll
-// interval (plus the claim and the commit).
+// interval (plus the claim and the commit). A running job cancelled through the
+// pooler reaches its handler at the next lease renewal (lease/3).
 func TestPgBouncerRunnerWithoutDirectURLPolls(t *testing.T) {
 	b := setup(t)
 	pooled := viaPgBouncer(t, b.url, "")
-	const poll = time.Second
-	p := startWorkerURL(t, pooled, "--poll-interval", poll.String(), "--queues", "default=2")
+	const poll, lease = time.Second, 3 * time.Second
+	p := startWorkerURL(t, pooled, "--poll-interval", poll.String(), "--lease", lease.String(), "--queues", "default=2")
 	eventually(t, 20*time.Second, "the runner says it does not listen", func() bool {
 		return strings.Contains(p.output(), "not listening: the pool goes through a connection pooler")
 	})
@@ -343,6 +344,19 @@ func TestPgBouncerRunnerWithoutDirectURLPolls(t *testing.T) {
 	for _, l := range lat {
 		require.Less(t, l, poll+time.Second, "found by the poll")
 	}
+
+	out, err := exec.Command("psql", pooled, "-XAtqc", `select id from pgrun.enqueue_job('sleep', '{"ms": 600000}')`).CombinedOutput()
+	require.NoError(t, err, "psql: %s", out)
+	id, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
+	require.NoError(t, err)
+	eventually(t, 10*time.Second, "the sleep job runs", func() bool { return jobStatus(t, b, id) == pgrun.StatusRunning })
+	out, err = exec.Command("psql", pooled, "-XAtqc", fmt.Sprintf(`select status from pgrun.cancel_job(%d, 'not needed')`, id)).CombinedOutput()
+	require.NoError(t, err, "psql: %s", out)
+	require.Equal(t, "cancelled", strings.TrimSpace(string(out)))
+	eventually(t, lease, "the handler stopped at the next lease renewal", func() bool {
+		return strings.Contains(p.output(), `msg="job stopped"`)
+	})
+
 	require.Equal(t, 1, strings.Count(p.output(), "not listening"), "said once")
 	require.NotContains(t, p.output(), "level=ERROR")
 	require.NotContains(t, p.output(), "prepared statement")
