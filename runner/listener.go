@@ -22,10 +22,12 @@ const listenReconnectDelay = time.Second
 // cancel notifications go to the confirmer, which stops the job's handler if the
 // database shows it is no longer this runner's to run.
 func (r *Runner) listen(ctx context.Context) {
+	connect := r.listenConnect(ctx) // nil: behind a pooler, poll only (pooler.go)
+	if connect == nil {
+		return
+	}
 	l := &pgxlisten.Listener{
-		Connect: func(ctx context.Context) (*pgx.Conn, error) {
-			return pgx.ConnectConfig(ctx, r.pool.Config().ConnConfig.Copy())
-		},
+		Connect: connect,
 		LogError: func(ctx context.Context, err error) {
 			if ctx.Err() == nil && !r.down.fail("listen", err) {
 				r.log.Warn("listener", "err", err)

@@ -6,6 +6,8 @@
 // with a context that carries the job's timeout and remote cancellation, and reports
 // outcomes (completions in batches). It renews the leases of what it runs in one
 // call per interval, and one runner at a time (the leader) calls pgrun.maintain.
+// Behind a transaction-mode pooler it LISTENs on Config.ListenURL, or only polls
+// (see pooler.go and docs/poolers.md).
 //
 //	r := runner.New(pool, runner.Config{Queues: map[string]runner.QueueConfig{"default": {Workers: 16}}})
 //	runner.Handle(r, "resize", func(ctx context.Context, j *runner.Job[ResizeArgs]) (any, error) { ... })
@@ -79,7 +81,18 @@ type Config struct {
 	// DefaultLease, with renewal every DefaultLease/3.
 	Lease time.Duration
 	// PollInterval is how often each queue is polled even without a notification.
+	// With a LISTEN connection it only bounds what a lost notification costs; without
+	// one (a pool through a transaction-mode pooler and no ListenURL) it is how long a
+	// new job may wait before it starts: PollInterval at worst, half on average.
 	PollInterval time.Duration
+	// ListenURL is a direct (session) connection to the same database, used for one
+	// connection that LISTENs for wake-ups and cancellations, for runners whose pool
+	// goes through a transaction-mode pooler, where LISTEN silently never hears
+	// anything. Empty: the runner LISTENs on a connection made from the pool's
+	// configuration, unless the pool is found to go through a pooler (see
+	// pgrun.ThroughPooler): then it does not listen, says so once in the log, and
+	// finds new jobs by polling every PollInterval.
+	ListenURL string
 	// ShutdownGrace is how long Run waits for in-flight jobs after its ctx is done,
 	// before cancelling them and requeueing them without spending an attempt.
 	ShutdownGrace time.Duration
@@ -267,6 +280,9 @@ func (cfg Config) Validate() error {
 		return fmt.Errorf("runner: max claim %d is not valid (1 to %d)", cfg.MaxClaim, MaxWorkers)
 	case cfg.TelemetryInterval > 0 && cfg.TelemetryInterval < MinPollInterval:
 		return fmt.Errorf("runner: telemetry interval %s is too short (at least %s, or negative to disable)", cfg.TelemetryInterval, MinPollInterval)
+	}
+	if err := cfg.validateListenURL(); err != nil {
+		return err
 	}
 	return cfg.Watchdog.validate()
 }

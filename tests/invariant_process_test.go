@@ -40,7 +40,13 @@ func (p *proc) output() string {
 // startWorker starts `runner work` against the test's database.
 func startWorker(t *testing.T, b *bundle, args ...string) *proc {
 	t.Helper()
-	return startProc(t, "runner", exec.Command(runnerBin, append([]string{"work", "--database-url", b.url}, args...)...))
+	return startWorkerURL(t, b.url, args...)
+}
+
+// startWorkerURL starts `runner work` against the database at dbURL.
+func startWorkerURL(t *testing.T, dbURL string, args ...string) *proc {
+	t.Helper()
+	return startProc(t, "runner", exec.Command(runnerBin, append([]string{"work", "--database-url", dbURL}, args...)...))
 }
 
 // startProc starts cmd, collecting its output, and kills it at test end (printing its

@@ -335,6 +335,7 @@ func TestWorkRejectsBadFlagsBeforeConnecting(t *testing.T) {
 		{[]string{"--worker-id", ""}, []string{`--worker-id "" is empty`}},
 		{[]string{"--worker-id", "box\nfake log line"}, []string{`--worker-id "box\nfake log line" contains a control character`}},
 		{[]string{"--log-level", "loud"}, []string{`--log-level "loud" is not one of debug, info, warn, error`}},
+		{[]string{"--listen-url", "postgres://x@127.0.0.1/db?sslmode=sometimes"}, []string{"--listen-url is not a PostgreSQL URL", "sslmode"}},
 		{[]string{"--lease", "soon"}, []string{`invalid argument "soon" for "--lease" flag`}},
 		{[]string{"extra"}, []string{`unknown command "extra" for "runner work"`}},
 	} {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
+
+	"github.com/pgrun/pgrun"
 )
 
 // globals are the flags every command shares.
@@ -46,6 +48,20 @@ func (g *globals) connect(ctx context.Context) (*pgxpool.Pool, error) {
 	if err := pool.Ping(pctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("connect to %s: %w", cfg.ConnConfig.Host, err)
+	}
+	if strings.Contains(u, "default_query_exec_mode") {
+		return pool, nil // the URL chose; a runner warns if it cannot work
+	}
+	// Through a pooler, pgx's default statement cache fails at the second
+	// transaction: switch to the mode that works there (pgrun.PoolerExecMode).
+	pooled, err := pgrun.PoolThroughPooler(pctx, pool)
+	if err != nil || !pooled {
+		return pool, nil // a failing check is not a failing connection: leave it to the command
+	}
+	pool.Close()
+	cfg.ConnConfig.DefaultQueryExecMode = pgrun.PoolerExecMode
+	if pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
 	}
 	return pool, nil
 }

@@ -12,6 +12,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
 	"github.com/pgrun/pgrun/examples/embeddings"
@@ -30,6 +31,7 @@ var registerHandlers []func(*runner.Runner)
 type workFlags struct {
 	queues, workerID, logLevel string
 	grace, lease, poll         time.Duration
+	listenURL                  string
 }
 
 // Bounds on the flags of `runner work`: the runner's own (runner.Config.Validate
@@ -65,6 +67,11 @@ func (f *workFlags) config(changed func(string) bool) (runner.Config, slog.Level
 	if f.poll < minPollInterval {
 		return runner.Config{}, level, fmt.Errorf("--poll-interval %s is too short: give %s or more", f.poll, minPollInterval)
 	}
+	if f.listenURL != "" {
+		if _, err := pgx.ParseConfig(f.listenURL); err != nil {
+			return runner.Config{}, level, fmt.Errorf("--listen-url is not a PostgreSQL URL: %v", err)
+		}
+	}
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
 		return runner.Config{}, level, fmt.Errorf("--log-level %q is not one of debug, info, warn, error", f.logLevel)
 	}
@@ -81,6 +88,10 @@ func (f *workFlags) config(changed func(string) bool) (runner.Config, slog.Level
 		PollInterval:  f.poll,
 		ShutdownGrace: grace,
 		Version:       version,
+		ListenURL:     f.listenURL,
+	}
+	if cfg.ListenURL == "" {
+		cfg.ListenURL = os.Getenv("PGRUN_LISTEN_URL")
 	}
 	// The flags are checked above with messages that name them; the runner's own
 	// check is the last word, so the CLI and a Go caller accept the same.
@@ -128,7 +139,12 @@ exits at once (status 130); leases bring back what was left.
 
 Every flag is checked before connecting: --queues takes name=N with N from 1 to
 10000 (or gpu), --lease 0 or at least 1s, --grace 0 or more, --poll-interval at
-least 10ms, --worker-id 1 to 200 characters.`,
+least 10ms, --worker-id 1 to 200 characters.
+
+Through a transaction-mode pooler (PgBouncer, a cloud pooler), --database-url is the
+pooled URL and --listen-url (default $PGRUN_LISTEN_URL) a direct one to the same
+database, for the one connection that LISTENs; without it the runner does not
+LISTEN and new jobs wait up to --poll-interval. See docs/poolers.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, level, err := f.config(cmd.Flags().Changed)
@@ -159,6 +175,7 @@ least 10ms, --worker-id 1 to 200 characters.`,
 	cmd.Flags().DurationVar(&f.lease, "lease", 0, "claim lease, at least 1s, renewed every lease/3 (0: each queue's default_lease, else 30s)")
 	cmd.Flags().DurationVar(&f.poll, "poll-interval", runner.DefaultPollInterval, "how often each queue is polled without a notification (at least 10ms)")
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	cmd.Flags().StringVar(&f.listenURL, "listen-url", "", "a direct (session) URL to the same database for the one LISTEN connection, when --database-url goes through a transaction-mode pooler (default $PGRUN_LISTEN_URL)")
 	return cmd
 }
 
