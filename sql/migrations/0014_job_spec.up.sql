@@ -26,12 +26,16 @@ create type pgrun.job_spec as (
   model_required   boolean
 );
 
--- enqueued is one row of enqueue_specs' answer: the job (every column of pgrun.jobs,
--- in its order) and whether it was deduplicated, that is returned in place of a new
--- job because it holds the spec's unique_key. Flat rather than (job pgrun.jobs,
+-- enqueued is one row of enqueue_specs' answer: the job, every column of pgrun.jobs
+-- in its order, then whether it was deduplicated (returned in place of a new job
+-- because it holds the spec's unique_key). Flat rather than (job pgrun.jobs,
 -- deduplicated): a caller selects id, status, deduplicated directly, and expanding a
--- nested row costs several microseconds a job. A migration that adds a column to
--- pgrun.jobs adds it here too (tests/invariant_enqueue_one_path_test.go checks).
+-- nested row costs microseconds a job; and deduplicated last, so that a row of it
+-- reads into a pgrun.jobs variable as it is. A migration that adds a column to
+-- pgrun.jobs adds it here before deduplicated, in one statement:
+--   alter type pgrun.enqueued drop attribute deduplicated, add attribute <column> <type>,
+--     add attribute deduplicated boolean;
+-- (tests/invariant_enqueue_paths_test.go checks that the two agree).
 create type pgrun.enqueued as (
   id                bigint,
   kind              text,
