@@ -66,6 +66,14 @@ type Job struct {
 	// Tenant is the tenant the job belongs to in the tenant mode (docs/security.md);
 	// nil with the mode off.
 	Tenant *string `db:"tenant"`
+
+	// Deduplicated is not a column: it reports what [Enqueue] or [EnqueueMany] did
+	// with the spec this job answers. True means nothing was inserted for it: the
+	// job is the one that held the spec's UniqueKey (an active job, one that
+	// finished within UniqueWindow, or an earlier spec of the same call), returned
+	// as it is, or with ReplaceDuplicate after taking the spec's args. False on a
+	// job just enqueued, and on any job read another way.
+	Deduplicated bool `db:"-"`
 }
 
 // JobColumns is the select list that scans into [Job] with [ScanJobs] / [ScanJob].
