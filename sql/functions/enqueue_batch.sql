@@ -281,7 +281,7 @@ create or replace function pgrun.job_specs(
 )
 returns pgrun.job_spec[]
 language plpgsql
-immutable
+stable
 set search_path = pgrun, pg_catalog
 as $$
 declare
