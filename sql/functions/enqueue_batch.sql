@@ -18,8 +18,8 @@
 -- false. It runs with the caller's privileges, like a plain INSERT of the same fields.
 --
 -- Every spec is checked before anything is written: the first that breaks a rule
--- raises 22023 naming its element (counted from 0), the bad value and a HINT
--- (check_job_spec). One NOTIFY per queue (jobs_after_insert).
+-- raises 22023 naming its element (counted from 0; not named when it is the only
+-- one), the bad value and a HINT (check_job_spec). One NOTIFY per queue (jobs_after_insert).
 --
 -- Each job is inserted complete (every default filled, the queues' defaults read once
 -- for the batch), so the row trigger's WHEN clause passes it without a call. Plans are
@@ -82,7 +82,9 @@ begin
                                        model, timeout, meta, concurrency_key, unique_window, on_conflict,
                                        model_required, i);
   if bad is not null then
-    perform pgrun.check_job_spec(specs[bad], (bad - 1)::integer);
+    -- One spec (enqueue_job's) is not called an element: the message is the insert
+    -- trigger's, word for word.
+    perform pgrun.check_job_spec(specs[bad], case when n > 1 then (bad - 1)::integer end);
   end if;
 
   if q1 = q2 then
