@@ -259,6 +259,37 @@ begin
 end;
 $$;
 
+-- job_spec builds a spec from named arguments, for callers who write SQL by hand:
+-- enqueue_specs(array[pgrun.job_spec('resize', queue => 'images'), ...]). The
+-- parameters are job_spec's attributes, in order, each NULL (the default) unless given.
+-- (A function may share its name with a type; a call with arguments finds the
+-- function.)
+create or replace function pgrun.job_spec(
+  kind             text,
+  args             jsonb default null,
+  queue            text default null,
+  priority         integer default null,
+  run_at           timestamptz default null,
+  max_attempts     integer default null,
+  unique_key       text default null,
+  parent_id        bigint default null,
+  model            text default null,
+  timeout          interval default null,
+  meta             jsonb default null,
+  concurrency_key  text default null,
+  unique_window    interval default null,
+  on_conflict      text default null,
+  model_required   boolean default null
+)
+returns pgrun.job_spec
+language sql
+immutable
+set search_path = pgrun, pg_catalog
+as $$
+  select row(kind, args, queue, priority, run_at, max_attempts, unique_key, parent_id, model, timeout,
+             meta, concurrency_key, unique_window, on_conflict, model_required)::pgrun.job_spec
+$$;
+
 -- job_specs zips one array per field into job specs, the k-th element of every
 -- array describing the k-th spec, for enqueue_specs: the arrays have kinds' length,
 -- and a NULL array stands for NULL (the default) in every spec. The Go client sends
