@@ -73,6 +73,14 @@ func TestEveryEnqueuePathSetsEveryField(t *testing.T) {
 				null, null, true)::pgrun.job_spec])`, key, pid).Scan(&id)
 			return id, err
 		},
+		"job_spec by name": func(key string) (id int64, err error) {
+			err = b.pool.QueryRow(b.ctx, `select id from pgrun.enqueue_specs(array[pgrun.job_spec('resize',
+				args => '{"w": 64}', queue => 'images', priority => 7, run_at => '2031-02-03T04:05:06Z',
+				max_attempts => 3, unique_key => $1, parent_id => $2, model => 'bge-small',
+				timeout => '10 minutes', meta => '{"trace": "t1"}', concurrency_key => 'acct-9',
+				model_required => true)])`, key, pid).Scan(&id)
+			return id, err
+		},
 		"enqueue_jobs": func(key string) (id int64, err error) {
 			spec, _ := json.Marshal([]map[string]any{{"kind": "resize", "args": map[string]int{"w": 64}, "queue": "images",
 				"priority": 7, "run_at": "2031-02-03T04:05:06Z", "max_attempts": 3, "unique_key": key, "parent_id": pid,
