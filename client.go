@@ -152,13 +152,13 @@ func Enqueue(ctx context.Context, db DB, kind string, args any, opts ...Option) 
 	return jobs[0], nil
 }
 
-// EnqueueMany adds many jobs in one statement (pgrun.enqueue_specs) and returns one
+// EnqueueMany adds many jobs in one statement (pgrun.enqueue_columns) and returns one
 // job per spec, in the specs' order. A spec whose unique key is held (by an active
 // job, by one that finished within its UniqueWindow, or by an earlier spec of the same
 // call) yields the holder, with Deduplicated set, instead of a new job; with
 // ReplaceDuplicate a holder that is still queued first takes the spec's args,
 // priority and run_at. The specs travel as typed arrays, one per field that some spec
-// sets (pgrun.job_specs zips them), and the engine checks the whole batch before it
+// sets (pgrun.enqueue_columns), and the engine checks the whole batch before it
 // writes anything: a bad spec fails the call with an error naming its index in specs
 // (SQLSTATE 22023) and no job is enqueued.
 func EnqueueMany(ctx context.Context, db DB, specs []JobSpec) ([]*Job, error) {
@@ -171,8 +171,8 @@ func EnqueueMany(ctx context.Context, db DB, specs []JobSpec) ([]*Job, error) {
 			return nil, err
 		}
 	}
-	rows, err := db.Query(ctx, `select `+JobColumns+`, deduplicated from pgrun.enqueue_specs(pgrun.job_specs(
-		$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15))`,
+	rows, err := db.Query(ctx, `select `+JobColumns+`, deduplicated from pgrun.enqueue_columns(
+		$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
 		b.kinds, b.args, b.queues, b.priorities, b.runAts, b.maxAttempts, b.uniqueKeys, b.parentIDs,
 		b.models, b.timeouts, b.metas, b.concurrencyKeys, b.uniqueWindows, b.onConflicts, b.modelRequireds)
 	if err != nil {
@@ -242,7 +242,7 @@ func (j *Job) scanTargets() []any {
 		&j.DepsRemaining, &j.Model, &j.UniqueKey, (*[]byte)(&j.Meta), &j.Tenant}
 }
 
-// batch holds specs as the columns pgrun.job_specs takes. A column no spec sets
+// batch holds specs as the columns pgrun.enqueue_columns takes. A column no spec sets
 // stays nil (SQL NULL: every job takes the default), so a batch of plain jobs sends
 // only its kinds; an element a spec leaves zero is NULL, the engine's default.
 type batch struct {

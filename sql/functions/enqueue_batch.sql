@@ -1,12 +1,15 @@
--- enqueue_batch.sql: the one enqueue path. enqueue_specs takes an array of
--- pgrun.job_spec (0014_job_spec) and is what every other form calls: job_specs zips
--- one array per field into specs (the Go client's EnqueueMany sends such typed
--- arrays), enqueue_batch and enqueue_jobs (JSON) hand their specs over to it, and
+-- enqueue_batch.sql: the one enqueue path. enqueue_columns enqueues a batch given as
+-- one array per attribute of pgrun.job_spec (0014_job_spec), and is what every other
+-- form calls: enqueue_specs unzips an array of specs into it, enqueue_batch and the Go
+-- client's EnqueueMany send typed arrays (the cheapest to encode, and no row of a
+-- composite type is built per job), enqueue_jobs (JSON) parses into specs, and
 -- enqueue_job (enqueue.sql) is a batch of one. The rules a spec must follow are
 -- job_spec_fault's (enqueue.sql), shared with the insert trigger.
 
--- enqueue_specs enqueues a job for each spec and returns one row per spec, in the
--- specs' order: the job and whether it was deduplicated (pgrun.enqueued). A spec whose unique_key
+-- enqueue_columns enqueues a job for each spec and returns one row per spec, in the
+-- specs' order: the job and whether it was deduplicated (pgrun.enqueued). The k-th
+-- element of every array is an attribute of the k-th spec (job_spec's, plural); the
+-- arrays have kinds' length, and a NULL array stands for NULL in every spec. A spec whose unique_key
 -- is held by an active (pending, queued, running, waiting) job, or by an earlier spec
 -- of the same call, is not inserted: the holder is returned with deduplicated true;
 -- with unique_window, so is the job that finished with the key within the window; with
@@ -25,18 +28,33 @@
 -- for the batch), so the row trigger's WHEN clause passes it without a call. Plans are
 -- generic: every statement here reads the specs in one scan, whatever their number,
 -- so a plan made once serves batches of one and of 10,000 alike.
-create or replace function pgrun.enqueue_specs(specs pgrun.job_spec[])
+create or replace function pgrun.enqueue_columns(
+  kinds             text[],
+  args              jsonb[] default null,
+  queues            text[] default null,
+  priorities        integer[] default null,
+  run_ats           timestamptz[] default null,
+  max_attempts      integer[] default null,
+  unique_keys       text[] default null,
+  parent_ids        bigint[] default null,
+  models            text[] default null,
+  timeouts          interval[] default null,
+  metas             jsonb[] default null,
+  concurrency_keys  text[] default null,
+  unique_windows    interval[] default null,
+  on_conflicts      text[] default null,
+  model_requireds   boolean[] default null
+)
 returns setof pgrun.enqueued
 language plpgsql
 set search_path = pgrun, pg_catalog
 set plan_cache_mode = force_generic_plan
 as $$
 declare
-  n       integer := cardinality(specs);
+  n       integer := cardinality(kinds);
+  badlen  record;
   bad     bigint;
   keyed   boolean;
-  q1      text;
-  q2      text;
   -- Worked out once for the statement: the tenant (new_job_tenant's rule: a child's
   -- is its parent's, anyone else's the caller's; NULL with the mode off) and now
   -- (pgrun.clock() without its call when the test seam is not in use).
@@ -61,39 +79,56 @@ declare
   j       pgrun.jobs;
   hid     bigint;
 begin
-  if specs is null then
-    raise exception 'enqueue_specs needs an array of pgrun.job_spec, got NULL'
+  if kinds is null then
+    raise exception 'enqueue_batch needs kinds, got NULL'
+      using errcode = '22023', hint = 'Pass one kind per job: kinds => array[''resize'', ''resize''].';
+  end if;
+  select a.name, a.len into badlen
+  from (values ('args', cardinality(args)), ('queues', cardinality(queues)),
+               ('priorities', cardinality(priorities)), ('run_ats', cardinality(run_ats)),
+               ('max_attempts', cardinality(max_attempts)), ('unique_keys', cardinality(unique_keys)),
+               ('parent_ids', cardinality(parent_ids)), ('models', cardinality(models)),
+               ('timeouts', cardinality(timeouts)), ('metas', cardinality(metas)),
+               ('concurrency_keys', cardinality(concurrency_keys)), ('unique_windows', cardinality(unique_windows)),
+               ('on_conflicts', cardinality(on_conflicts)), ('model_requireds', cardinality(model_requireds))) a(name, len)
+  where a.len <> n
+  limit 1;
+  if found then
+    raise exception 'enqueue_batch got % kinds but % %', n, badlen.len, badlen.name
       using errcode = '22023',
-            hint = 'Pass array[row(''resize'', ''{"w": 64}'')::pgrun.job_spec, ...] (attributes in order, the rest NULL), or JSON to pgrun.enqueue_jobs.';
+            hint = 'Pass arrays of the same length (one element per job), or NULL for all defaults.';
   end if;
   if n = 0 then
     return;
   end if;
 
-  -- The first bad spec, whether any has a key, and the batch's queues, in one scan;
-  -- job_spec_fault is inlined into it.
-  select min(u.i) filter (where pgrun.job_spec_fault(row(u.kind, u.args, u.queue, u.priority, u.run_at,
-           u.max_attempts, u.unique_key, u.parent_id, u.model, u.timeout, u.meta, u.concurrency_key,
-           u.unique_window, u.on_conflict, u.model_required)::pgrun.job_spec) is not null),
-         coalesce(bool_or(u.unique_key is not null), false),
-         min(coalesce(u.queue, 'default')), max(coalesce(u.queue, 'default'))
-  into bad, keyed, q1, q2
-  from unnest(specs) with ordinality u(kind, args, queue, priority, run_at, max_attempts, unique_key, parent_id,
-                                       model, timeout, meta, concurrency_key, unique_window, on_conflict,
-                                       model_required, i);
+  -- The first bad spec, in one scan; job_spec_fault is inlined into it.
+  select min(u.i) into bad
+  from unnest(kinds, enqueue_columns.args, queues, priorities, run_ats, enqueue_columns.max_attempts, unique_keys,
+              parent_ids, models, timeouts, metas, concurrency_keys, unique_windows, on_conflicts, model_requireds)
+       with ordinality u(kind, args, queue, priority, run_at, max_attempts, unique_key, parent_id, model, timeout,
+                         meta, concurrency_key, unique_window, on_conflict, model_required, i)
+  where pgrun.job_spec_fault(row(u.kind, u.args, u.queue, u.priority, u.run_at, u.max_attempts, u.unique_key,
+          u.parent_id, u.model, u.timeout, u.meta, u.concurrency_key, u.unique_window, u.on_conflict,
+          u.model_required)::pgrun.job_spec) is not null;
   if bad is not null then
     -- One spec (enqueue_job's) is not called an element: the message is the insert
     -- trigger's, word for word.
-    perform pgrun.check_job_spec(specs[bad], case when n > 1 then (bad - 1)::integer end);
+    perform pgrun.check_job_spec(pgrun.spec_at(bad::integer, kinds, args, queues, priorities, run_ats,
+                                               max_attempts, unique_keys, parent_ids, models, timeouts, metas,
+                                               concurrency_keys, unique_windows, on_conflicts, model_requireds),
+                                 case when n > 1 then (bad - 1)::integer end);
   end if;
 
-  if q1 = q2 then
+  -- Whole-array tests, cheaper than a look at each spec.
+  keyed := coalesce(cardinality(array_remove(unique_keys, null)) > 0, false);
+  if queues is null or queues = array_fill(queues[1], array[n]) then
     select q.default_max_attempts, q.default_timeout into dma, dto
-    from pgrun.queues q where q.name = q1;
+    from pgrun.queues q where q.name = coalesce(queues[1], 'default');
   else
     select array_agg(q.name), array_agg(q.default_max_attempts), array_agg(q.default_timeout) into qn, qma, qto
     from pgrun.queues q
-    where q.name in (select coalesce(u.queue, 'default') from unnest(specs) u);
+    where q.name in (select coalesce(u.queue, 'default') from unnest(queues) u(queue));
   end if;
 
   -- Complete rows, in the specs' order (one scan of them feeds the insert), each
@@ -116,7 +151,10 @@ begin
            case when not mode then null
                 when u.parent_id is null then t
                 else (select p.tenant from pgrun.jobs p where p.id = u.parent_id) end
-    from unnest(specs) u
+    from unnest(kinds, enqueue_columns.args, queues, priorities, run_ats, enqueue_columns.max_attempts, unique_keys,
+              parent_ids, models, timeouts, metas, concurrency_keys, unique_windows, on_conflicts, model_requireds)
+         u(kind, args, queue, priority, run_at, max_attempts, unique_key, parent_id, model, timeout, meta,
+           concurrency_key, unique_window, on_conflict, model_required)
     returning x.*, false;
     return;
   end if;
@@ -127,9 +165,10 @@ begin
     select u.*, case when not mode then null
                      when u.parent_id is null then t
                      else (select p.tenant from pgrun.jobs p where p.id = u.parent_id) end as tenant
-    from unnest(specs) with ordinality u(kind, args, queue, priority, run_at, max_attempts, unique_key, parent_id,
-                                         model, timeout, meta, concurrency_key, unique_window, on_conflict,
-                                         model_required, i)
+    from unnest(kinds, enqueue_columns.args, queues, priorities, run_ats, enqueue_columns.max_attempts, unique_keys,
+              parent_ids, models, timeouts, metas, concurrency_keys, unique_windows, on_conflicts, model_requireds)
+         with ordinality u(kind, args, queue, priority, run_at, max_attempts, unique_key, parent_id, model, timeout,
+                           meta, concurrency_key, unique_window, on_conflict, model_required, i)
   ),
   -- Specs whose key a job finished within their unique_window: not inserted.
   recent as (
@@ -206,7 +245,9 @@ begin
   -- that the statement saw none. Each is tried again in statements of its own, as
   -- enqueue_job always did: insert, else replace, else return the holder.
   for k in select u.ordinality from unnest(res) with ordinality u where u.deduplicated is null loop
-    one := specs[k];
+    one := pgrun.spec_at(k::integer, kinds, args, queues, priorities, run_ats, max_attempts, unique_keys,
+                         parent_ids, models, timeouts, metas, concurrency_keys, unique_windows, on_conflicts,
+                         model_requireds);
     kt := case when mode then pgrun.new_job_tenant(one.parent_id) end;
     loop
       if one.unique_window is not null then
@@ -290,69 +331,60 @@ as $$
              meta, concurrency_key, unique_window, on_conflict, model_required)::pgrun.job_spec
 $$;
 
--- job_specs zips one array per field into job specs, the k-th element of every
--- array describing the k-th spec, for enqueue_specs: the arrays have kinds' length,
--- and a NULL array stands for NULL (the default) in every spec. The Go client sends
--- its batches this way (typed arrays cost least to encode and decode). Raises 22023
--- when kinds is NULL or an array's length differs from kinds'.
-create or replace function pgrun.job_specs(
-  kinds             text[],
-  args              jsonb[] default null,
-  queues            text[] default null,
-  priorities        integer[] default null,
-  run_ats           timestamptz[] default null,
-  max_attempts      integer[] default null,
-  unique_keys       text[] default null,
-  parent_ids        bigint[] default null,
-  models            text[] default null,
-  timeouts          interval[] default null,
-  metas             jsonb[] default null,
-  concurrency_keys  text[] default null,
-  unique_windows    interval[] default null,
-  on_conflicts      text[] default null,
-  model_requireds   boolean[] default null
+-- spec_at is the k-th spec of a batch given as arrays (enqueue_columns'), for the
+-- few places that need one spec whole: an error's message, a spec retried alone.
+create or replace function pgrun.spec_at(
+  k integer, kinds text[], args jsonb[], queues text[], priorities integer[], run_ats timestamptz[],
+  max_attempts integer[], unique_keys text[], parent_ids bigint[], models text[], timeouts interval[],
+  metas jsonb[], concurrency_keys text[], unique_windows interval[], on_conflicts text[], model_requireds boolean[]
 )
-returns pgrun.job_spec[]
-language plpgsql
-stable
+returns pgrun.job_spec
+language sql
+immutable
 set search_path = pgrun, pg_catalog
 as $$
-declare
-  n    integer := cardinality(kinds);
-  bad  record;
+  select row(kinds[k], args[k], queues[k], priorities[k], run_ats[k], max_attempts[k], unique_keys[k],
+             parent_ids[k], models[k], timeouts[k], metas[k], concurrency_keys[k], unique_windows[k],
+             on_conflicts[k], model_requireds[k])::pgrun.job_spec
+$$;
+
+-- enqueue_specs is enqueue_columns with the specs as an array of pgrun.job_spec:
+-- one row per spec, in order, the job and whether it was deduplicated.
+create or replace function pgrun.enqueue_specs(specs pgrun.job_spec[])
+returns setof pgrun.enqueued
+language plpgsql
+set search_path = pgrun, pg_catalog
+as $$
 begin
-  if kinds is null then
-    raise exception 'enqueue_batch needs kinds, got NULL'
-      using errcode = '22023', hint = 'Pass one kind per job: kinds => array[''resize'', ''resize''].';
-  end if;
-  select a.name, a.len into bad
-  from (values ('args', cardinality(args)), ('queues', cardinality(queues)),
-               ('priorities', cardinality(priorities)), ('run_ats', cardinality(run_ats)),
-               ('max_attempts', cardinality(max_attempts)), ('unique_keys', cardinality(unique_keys)),
-               ('parent_ids', cardinality(parent_ids)), ('models', cardinality(models)),
-               ('timeouts', cardinality(timeouts)), ('metas', cardinality(metas)),
-               ('concurrency_keys', cardinality(concurrency_keys)), ('unique_windows', cardinality(unique_windows)),
-               ('on_conflicts', cardinality(on_conflicts)), ('model_requireds', cardinality(model_requireds))) a(name, len)
-  where a.len <> n
-  limit 1;
-  if found then
-    raise exception 'enqueue_batch got % kinds but % %', n, bad.len, bad.name
+  if specs is null then
+    raise exception 'enqueue_specs needs an array of pgrun.job_spec, got NULL'
       using errcode = '22023',
-            hint = 'Pass arrays of the same length (one element per job), or NULL for all defaults.';
+            hint = 'Pass array[pgrun.job_spec(''resize'', args => ''{"w": 64}''), ...], or JSON to pgrun.enqueue_jobs.';
   end if;
-  -- The arrays in job_spec's attribute order.
-  return array(select row(u.*)::pgrun.job_spec
-               from unnest(kinds, args, queues, priorities, run_ats, max_attempts, unique_keys, parent_ids,
-                           models, timeouts, metas, concurrency_keys, unique_windows, on_conflicts,
-                           model_requireds) u);
+  if cardinality(specs) = 0 then
+    return;
+  end if;
+  -- One scan unzips the specs, in their order, into one array per attribute.
+  return query
+  select e.*
+  from (select array_agg(s.kind) as kinds, array_agg(s.args) as args, array_agg(s.queue) as queues,
+               array_agg(s.priority) as priorities, array_agg(s.run_at) as run_ats,
+               array_agg(s.max_attempts) as max_attempts, array_agg(s.unique_key) as unique_keys,
+               array_agg(s.parent_id) as parent_ids, array_agg(s.model) as models, array_agg(s.timeout) as timeouts,
+               array_agg(s.meta) as metas, array_agg(s.concurrency_key) as concurrency_keys,
+               array_agg(s.unique_window) as unique_windows, array_agg(s.on_conflict) as on_conflicts,
+               array_agg(s.model_required) as model_requireds
+        from unnest(specs) s) a,
+       lateral pgrun.enqueue_columns(a.kinds, a.args, a.queues, a.priorities, a.run_ats, a.max_attempts,
+                                     a.unique_keys, a.parent_ids, a.models, a.timeouts, a.metas, a.concurrency_keys,
+                                     a.unique_windows, a.on_conflicts, a.model_requireds) e;
 end;
 $$;
 
--- enqueue_batch is enqueue_specs with one array per field (job_specs'), returning the
--- jobs alone: one per spec, in the specs' order, a duplicate's holder in its place.
--- The arrays after concurrency_keys were appended by 0014; earlier calls are
--- unchanged. For whether a job was deduplicated, call
--- enqueue_specs(job_specs(...)).
+-- enqueue_batch is enqueue_columns returning the jobs alone: one per spec, in the
+-- specs' order, a duplicate's holder in its place. The arrays after concurrency_keys
+-- were appended by 0014; earlier calls are unchanged. For whether a job was
+-- deduplicated, call enqueue_columns.
 drop function if exists pgrun.enqueue_batch(text[], jsonb[], text[], integer[], timestamptz[], integer[], text[],
                                              bigint[], text[], interval[], jsonb[], text[]);
 create or replace function pgrun.enqueue_batch(
@@ -381,9 +413,9 @@ declare
 begin
   -- A row of pgrun.enqueued is a row of pgrun.jobs and then deduplicated, which the
   -- assignment leaves out.
-  for j in select * from pgrun.enqueue_specs(pgrun.job_specs(kinds, args, queues, priorities, run_ats,
-             max_attempts, unique_keys, parent_ids, models, timeouts, metas, concurrency_keys, unique_windows,
-             on_conflicts, model_requireds)) loop
+  for j in select * from pgrun.enqueue_columns(kinds, args, queues, priorities, run_ats, max_attempts,
+             unique_keys, parent_ids, models, timeouts, metas, concurrency_keys, unique_windows, on_conflicts,
+             model_requireds) loop
     return next j;
   end loop;
 end;
