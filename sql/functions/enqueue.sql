@@ -309,7 +309,7 @@ end;
 $$;
 
 -- enqueue_job enqueues one job and returns it: enqueue_specs with one spec, whose
--- parameters it takes by name (kind is required; the rest default as in job_spec).
+-- attributes it takes as parameters by name (kind is required; the rest default as in job_spec).
 -- It runs with the caller's privileges (pgrun_enqueuer inserts its own fields; the
 -- insert trigger refuses the rest). run_at NULL means now; max_attempts and timeout
 -- NULL mean the queue's defaults (then 25 attempts and one hour); timeout 0 means none.
@@ -347,13 +347,15 @@ as $$
 declare
   j  pgrun.jobs;
 begin
-  -- A row of pgrun.enqueued is a row of pgrun.jobs and then deduplicated, which the
+  -- enqueue_columns with arrays of one (enqueue_specs without unzipping a spec). A
+  -- row of pgrun.enqueued is a row of pgrun.jobs and then deduplicated, which the
   -- assignment leaves out. The parameters go by their qualified names.
   select * into j
-  from pgrun.enqueue_specs(array[row(enqueue_job.kind, enqueue_job.args, enqueue_job.queue, enqueue_job.priority,
-      enqueue_job.run_at, enqueue_job.max_attempts, enqueue_job.unique_key, enqueue_job.parent_id,
-      enqueue_job.model, enqueue_job.timeout, enqueue_job.meta, enqueue_job.concurrency_key,
-      enqueue_job.unique_window, enqueue_job.on_conflict, enqueue_job.model_required)::pgrun.job_spec]);
+  from pgrun.enqueue_columns(array[enqueue_job.kind], array[enqueue_job.args], array[enqueue_job.queue],
+    array[enqueue_job.priority], array[enqueue_job.run_at], array[enqueue_job.max_attempts],
+    array[enqueue_job.unique_key], array[enqueue_job.parent_id], array[enqueue_job.model],
+    array[enqueue_job.timeout], array[enqueue_job.meta], array[enqueue_job.concurrency_key],
+    array[enqueue_job.unique_window], array[enqueue_job.on_conflict], array[enqueue_job.model_required]);
   return j;
 end;
 $$;

@@ -83,17 +83,21 @@ begin
     raise exception 'enqueue_batch needs kinds, got NULL'
       using errcode = '22023', hint = 'Pass one kind per job: kinds => array[''resize'', ''resize''].';
   end if;
-  select a.name, a.len into badlen
-  from (values ('args', cardinality(args)), ('queues', cardinality(queues)),
-               ('priorities', cardinality(priorities)), ('run_ats', cardinality(run_ats)),
-               ('max_attempts', cardinality(max_attempts)), ('unique_keys', cardinality(unique_keys)),
-               ('parent_ids', cardinality(parent_ids)), ('models', cardinality(models)),
-               ('timeouts', cardinality(timeouts)), ('metas', cardinality(metas)),
-               ('concurrency_keys', cardinality(concurrency_keys)), ('unique_windows', cardinality(unique_windows)),
-               ('on_conflicts', cardinality(on_conflicts)), ('model_requireds', cardinality(model_requireds))) a(name, len)
-  where a.len <> n
-  limit 1;
-  if found then
+  if cardinality(args) <> n or cardinality(queues) <> n or cardinality(priorities) <> n
+     or cardinality(run_ats) <> n or cardinality(max_attempts) <> n or cardinality(unique_keys) <> n
+     or cardinality(parent_ids) <> n or cardinality(models) <> n or cardinality(timeouts) <> n
+     or cardinality(metas) <> n or cardinality(concurrency_keys) <> n or cardinality(unique_windows) <> n
+     or cardinality(on_conflicts) <> n or cardinality(model_requireds) <> n then
+    select a.name, a.len into badlen
+    from (values ('args', cardinality(args)), ('queues', cardinality(queues)),
+                 ('priorities', cardinality(priorities)), ('run_ats', cardinality(run_ats)),
+                 ('max_attempts', cardinality(max_attempts)), ('unique_keys', cardinality(unique_keys)),
+                 ('parent_ids', cardinality(parent_ids)), ('models', cardinality(models)),
+                 ('timeouts', cardinality(timeouts)), ('metas', cardinality(metas)),
+                 ('concurrency_keys', cardinality(concurrency_keys)), ('unique_windows', cardinality(unique_windows)),
+                 ('on_conflicts', cardinality(on_conflicts)), ('model_requireds', cardinality(model_requireds))) a(name, len)
+    where a.len <> n
+    limit 1;
     raise exception 'enqueue_batch got % kinds but % %', n, badlen.len, badlen.name
       using errcode = '22023',
             hint = 'Pass arrays of the same length (one element per job), or NULL for all defaults.';
