@@ -9,9 +9,9 @@
 -- enqueue_columns enqueues a job for each spec and returns one row per spec, in the
 -- specs' order: the job and whether it was deduplicated (pgrun.enqueued). The k-th
 -- element of every array is an attribute of the k-th spec (job_spec's, plural); the
--- arrays have kinds' length, and a NULL array stands for NULL in every spec. A spec whose unique_key
--- is held by an active (pending, queued, running, waiting) job, or by an earlier spec
--- of the same call, is not inserted: the holder is returned with deduplicated true;
+-- arrays have kinds' length, and a NULL array stands for NULL in every spec. A spec
+-- whose unique_key is held by an active (pending, queued, running, waiting) job, or by
+-- an earlier spec of the same call, is not inserted: the holder is returned with deduplicated true;
 -- with unique_window, so is the job that finished with the key within the window; with
 -- on_conflict 'replace', a holder that is still queued first takes the spec's args,
 -- priority and run_at (replace_queued). Keys are per tenant. New jobs get ids in the
@@ -22,7 +22,8 @@
 --
 -- Every spec is checked before anything is written: the first that breaks a rule
 -- raises 22023 naming its element (counted from 0; not named when it is the only
--- one), the bad value and a HINT (check_job_spec). One NOTIFY per queue (jobs_after_insert).
+-- one), the bad value and a HINT (check_job_spec). One NOTIFY per queue
+-- (jobs_after_insert).
 --
 -- Each job is inserted complete (every default filled, the queues' defaults read once
 -- for the batch), so the row trigger's WHEN clause passes it without a call. Plans are
@@ -80,7 +81,7 @@ declare
   hid     bigint;
 begin
   if kinds is null then
-    raise exception 'enqueue_batch needs kinds, got NULL'
+    raise exception 'a batch needs kinds, got NULL'
       using errcode = '22023', hint = 'Pass one kind per job: kinds => array[''resize'', ''resize''].';
   end if;
   if cardinality(args) <> n or cardinality(queues) <> n or cardinality(priorities) <> n
@@ -98,7 +99,7 @@ begin
                  ('on_conflicts', cardinality(on_conflicts)), ('model_requireds', cardinality(model_requireds))) a(name, len)
     where a.len <> n
     limit 1;
-    raise exception 'enqueue_batch got % kinds but % %', n, badlen.len, badlen.name
+    raise exception 'the batch has % kinds but % %', n, badlen.len, badlen.name
       using errcode = '22023',
             hint = 'Pass arrays of the same length (one element per job), or NULL for all defaults.';
   end if;
