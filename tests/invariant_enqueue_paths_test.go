@@ -164,7 +164,8 @@ func TestEnqueueJobsKeysAreTheTypesAttributes(t *testing.T) {
 // same SQLSTATE and message (the batch forms add the element), and nothing is
 // written. The INSERT is tried twice: with the defaults left to the trigger, and as a
 // complete row, the kind the trigger's WHEN clause lets through without a call
-// unless a rule is broken.
+// unless a rule is broken (the clause spells the rules out: this is what keeps it in
+// step). Every rule job_spec_fault has, read from the function, has a case here.
 func TestInsertTriggerRefusesWhatTheFunctionsRefuse(t *testing.T) {
 	b := setup(t)
 	cases := []struct {
@@ -181,14 +182,32 @@ func TestInsertTriggerRefusesWhatTheFunctionsRefuse(t *testing.T) {
 		{"unique_key", `''`},
 		{"timeout", `'-5 seconds'`},
 		{"meta", `'"x"'`},
+		{"meta", `jsonb_build_object('blob', repeat('x', 1100000))`},
 		{"concurrency_key", `repeat('c', 600)`},
 		{"parent_id", `987654321`},
 	}
 	complete := map[string]string{"kind": `'noop'`, "args": `'{}'`, "queue": `'default'`, "priority": `0`,
 		"run_at": `now()`, "max_attempts": `25`, "timeout": `'1 hour'`, "meta": `'{}'`, "model_required": `false`}
+	// The rules: job_spec_fault's answers, read from its definition. unique_window and
+	// on_conflict are not columns: an INSERT cannot break them.
+	var def string
+	require.NoError(t, b.pool.QueryRow(b.ctx, `select pg_get_functiondef('pgrun.job_spec_fault'::regproc)`).Scan(&def))
+	rules := map[string]bool{}
+	for _, m := range regexp.MustCompile(`THEN '([a-z_ ]+)'`).FindAllStringSubmatch(def, -1) {
+		rules[m[1]] = true
+	}
+	delete(rules, "unique_window")
+	delete(rules, "on_conflict")
+	require.Greater(t, len(rules), 10, "the rules are read from the function")
+	covered := map[string]bool{}
+
 	before := kitCounts(t, b.pool)
 	for _, c := range cases {
 		name := c.field + " " + c.value
+		var fault string
+		require.NoError(t, b.pool.QueryRow(b.ctx, fmt.Sprintf(`select pgrun.job_spec_fault(jsonb_populate_record(
+			null::pgrun.job_spec, jsonb_build_object('kind', 'noop', '%s', %s)))`, c.field, jsonValue(c.field, c.value))).Scan(&fault), name)
+		covered[fault] = true
 		_, err := b.pool.Exec(b.ctx, fmt.Sprintf(`select pgrun.enqueue_job(%s)`,
 			map[bool]string{true: c.value, false: fmt.Sprintf(`'noop', %s => %s`, c.field, c.value)}[c.field == "kind"]))
 		fn := kitPgError(t, err, "enqueue_job "+name)
@@ -224,6 +243,9 @@ func TestInsertTriggerRefusesWhatTheFunctionsRefuse(t *testing.T) {
 		require.Equal(t, "element 1 of the batch: "+fn.Message, batch.Message, name)
 	}
 	require.Equal(t, before, kitCounts(t, b.pool), "nothing refused was written")
+	for r := range rules {
+		require.True(t, covered[r], "job_spec_fault's rule %q has no case here", r)
+	}
 }
 
 // jsonValue turns an SQL literal of a job_spec field into the JSON value enqueue_jobs
