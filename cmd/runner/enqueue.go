@@ -83,9 +83,13 @@ func newEnqueueCmd(g *globals) *cobra.Command {
 			if len(jobs) == 1 {
 				j := jobs[0]
 				if j.Deduplicated {
-					// Nothing was written: say so, and which job holds the key.
-					fmt.Fprintf(out, "job %d %s (%s, queue %s): duplicate, unique key %q is held by this job; nothing enqueued\n",
+					// Nothing was inserted: say so, and which job holds the key.
+					fmt.Fprintf(out, "job %d %s (%s, queue %s): duplicate, unique key %q is held by this job; nothing enqueued",
 						j.ID, j.Status, j.Kind, j.Queue, spec.UniqueKey)
+					if spec.ReplaceDuplicate && j.Status == pgrun.StatusQueued {
+						fmt.Fprint(out, " (it took these args, priority and run time)")
+					}
+					fmt.Fprintln(out)
 					return nil
 				}
 				fmt.Fprintf(out, "job %d %s (%s, queue %s)\n", j.ID, j.Status, j.Kind, j.Queue)
