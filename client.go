@@ -27,9 +27,10 @@ var (
 // Without it a job gets its queue's default_timeout, else the engine's one hour.
 const NoTimeout time.Duration = -1
 
-// JobSpec describes a job to enqueue. Zero fields take the engine's defaults: queue
-// "default", priority 0 (most urgent), run now, 25 attempts, the queue's timeout
-// (else one hour; [NoTimeout] for none).
+// JobSpec describes a job to enqueue: the Go form of pgrun.job_spec, the one
+// description of a job every enqueue path takes (docs/sql-api.md). Zero fields take
+// the engine's defaults: queue "default", priority 0 (most urgent), run now, 25
+// attempts, the queue's timeout (else one hour; [NoTimeout] for none).
 type JobSpec struct {
 	Kind        string         `json:"kind"`
 	Args        any            `json:"args,omitempty"`
@@ -46,18 +47,21 @@ type JobSpec struct {
 	// bounds (per tenant, per customer...).
 	ConcurrencyKey string `json:"concurrency_key,omitempty"`
 	// UniqueWindow extends UniqueKey deduplication to jobs that finished within
-	// the window. Only Enqueue takes it.
+	// the window.
 	UniqueWindow time.Duration `json:"-"`
 	// ReplaceDuplicate makes a duplicate UniqueKey update a still-queued holder's
-	// args, priority and run_at instead of being ignored. Only Enqueue takes it.
+	// args, priority and run_at instead of being ignored.
 	ReplaceDuplicate bool `json:"-"`
+	// ModelRequired lets only a worker that has Model warm or declares it claim the
+	// job (docs/gpu.md); without it Model is a preference.
+	ModelRequired bool `json:"model_required,omitempty"`
 }
 
-// MarshalJSON writes the spec in the form pgrun.enqueue_jobs takes (the timeout as
-// an interval string).
+// MarshalJSON writes the spec in the form pgrun.enqueue_jobs takes (the timeout and
+// the unique window as interval strings, ReplaceDuplicate as on_conflict).
 func (s JobSpec) MarshalJSON() ([]byte, error) {
 	type plain JobSpec
-	var timeout *string
+	var timeout, window, onConflict *string
 	if s.Timeout > 0 {
 		t := fmt.Sprintf("%d microseconds", s.Timeout.Microseconds())
 		timeout = &t
@@ -65,10 +69,20 @@ func (s JobSpec) MarshalJSON() ([]byte, error) {
 		t := "0"
 		timeout = &t
 	}
+	if s.UniqueWindow != 0 {
+		w := fmt.Sprintf("%d microseconds", s.UniqueWindow.Microseconds())
+		window = &w
+	}
+	if s.ReplaceDuplicate {
+		r := "replace"
+		onConflict = &r
+	}
 	return json.Marshal(struct {
 		plain
-		Timeout *string `json:"timeout,omitempty"`
-	}{plain(s), timeout})
+		Timeout      *string `json:"timeout,omitempty"`
+		UniqueWindow *string `json:"unique_window,omitempty"`
+		OnConflict   *string `json:"on_conflict,omitempty"`
+	}{plain(s), timeout, window, onConflict})
 }
 
 // An Option adjusts one job spec given to [Enqueue].
@@ -114,20 +128,19 @@ func UniqueWindow(d time.Duration) Option { return func(s *JobSpec) { s.UniqueWi
 // still queued.
 func ReplaceDuplicate() Option { return func(s *JobSpec) { s.ReplaceDuplicate = true } }
 
+// ModelRequired makes the job's Model a requirement: only a worker with the model
+// warm or declared claims it.
+func ModelRequired() Option { return func(s *JobSpec) { s.ModelRequired = true } }
+
 // Enqueue adds one job of kind with args (marshalled to a JSON object) and returns
 // it. Run it on a transaction to make the job part of the caller's unit of work: it
 // becomes visible, and wakes runners, only on commit. With [UniqueKey] and an active
-// job holding the key, that job is returned and nothing is written.
+// job holding the key, that job is returned with Deduplicated set and nothing is
+// written. It is [EnqueueMany] with one spec.
 func Enqueue(ctx context.Context, db DB, kind string, args any, opts ...Option) (*Job, error) {
 	spec := JobSpec{Kind: kind, Args: args}
 	for _, o := range opts {
 		o(&spec)
-	}
-	if spec.Timeout < 0 && spec.Timeout != NoTimeout {
-		return nil, fmt.Errorf("pgrun: enqueue %s: timeout %s is negative", kind, spec.Timeout)
-	}
-	if spec.UniqueWindow > 0 || spec.ReplaceDuplicate {
-		return enqueueOne(ctx, db, spec)
 	}
 	jobs, err := EnqueueMany(ctx, db, []JobSpec{spec})
 	if err != nil {
@@ -139,50 +152,15 @@ func Enqueue(ctx context.Context, db DB, kind string, args any, opts ...Option) 
 	return jobs[0], nil
 }
 
-// enqueueOne calls pgrun.enqueue_job, which alone knows unique_window and
-// on_conflict.
-func enqueueOne(ctx context.Context, db DB, spec JobSpec) (*Job, error) {
-	raw, err := json.Marshal(spec)
-	if err != nil {
-		return nil, fmt.Errorf("pgrun: enqueue: encode args: %w", err)
-	}
-	onConflict := "ignore"
-	if spec.ReplaceDuplicate {
-		onConflict = "replace"
-	}
-	var window *time.Duration
-	if spec.UniqueWindow > 0 {
-		window = &spec.UniqueWindow
-	}
-	rows, err := db.Query(ctx, `with s as (
-		  select * from jsonb_to_record($1::jsonb) as s(kind text, args jsonb, queue text, priority integer,
-		    run_at timestamptz, max_attempts integer, unique_key text, parent_id bigint, model text,
-		    timeout interval, meta jsonb, concurrency_key text)),
-		j as (
-		  select e.* from s, lateral pgrun.enqueue_job(
-		    kind => s.kind, args => coalesce(s.args, '{}'), queue => coalesce(s.queue, 'default'),
-		    priority => coalesce(s.priority, 0), run_at => s.run_at, max_attempts => s.max_attempts,
-		    unique_key => s.unique_key, parent_id => s.parent_id, model => s.model,
-		    timeout => s.timeout, meta => coalesce(s.meta, '{}'), concurrency_key => s.concurrency_key,
-		    unique_window => $2, on_conflict => $3) e)
-		select `+JobColumns+` from j`, raw, window, onConflict)
-	if err != nil {
-		return nil, fmt.Errorf("pgrun: enqueue: %w", err)
-	}
-	j, err := ScanJob(rows)
-	if err != nil {
-		return nil, fmt.Errorf("pgrun: enqueue: %w", err)
-	}
-	return j, nil
-}
-
-// EnqueueMany adds many jobs in one statement (pgrun.enqueue_batch) and returns them
-// in no particular order; a spec whose unique key is held by an active job (or by an
-// earlier spec of the same call) yields that job instead. The specs travel as typed
-// arrays, one per field that some spec sets, and the engine checks the whole batch
-// before it writes anything: a bad spec fails the call with an error naming its index
-// in specs (SQLSTATE 22023) and no job is enqueued. UniqueWindow and ReplaceDuplicate
-// need [Enqueue], one job at a time.
+// EnqueueMany adds many jobs in one statement (pgrun.enqueue_columns) and returns one
+// job per spec, in the specs' order. A spec whose unique key is held (by an active
+// job, by one that finished within its UniqueWindow, or by an earlier spec of the same
+// call) yields the holder, with Deduplicated set, instead of a new job; with
+// ReplaceDuplicate a holder that is still queued first takes the spec's args,
+// priority and run_at. The specs travel as typed arrays, one per field that some spec
+// sets (pgrun.enqueue_columns), and the engine checks the whole batch before it
+// writes anything: a bad spec fails the call with an error naming its index in specs
+// (SQLSTATE 22023) and no job is enqueued.
 func EnqueueMany(ctx context.Context, db DB, specs []JobSpec) ([]*Job, error) {
 	if len(specs) == 0 {
 		return nil, nil
@@ -193,13 +171,14 @@ func EnqueueMany(ctx context.Context, db DB, specs []JobSpec) ([]*Job, error) {
 			return nil, err
 		}
 	}
-	rows, err := db.Query(ctx, `select `+JobColumns+` from pgrun.enqueue_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+	rows, err := db.Query(ctx, `select `+JobColumns+`, deduplicated from pgrun.enqueue_columns(
+		$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
 		b.kinds, b.args, b.queues, b.priorities, b.runAts, b.maxAttempts, b.uniqueKeys, b.parentIDs,
-		b.models, b.timeouts, b.metas, b.concurrencyKeys)
+		b.models, b.timeouts, b.metas, b.concurrencyKeys, b.uniqueWindows, b.onConflicts, b.modelRequireds)
 	if err != nil {
 		return nil, fmt.Errorf("pgrun: enqueue: %w", err)
 	}
-	jobs, err := scanJobRows(rows, len(specs))
+	jobs, err := scanEnqueued(rows, len(specs))
 	if err != nil {
 		return nil, fmt.Errorf("pgrun: enqueue: %w", err)
 	}
@@ -229,6 +208,28 @@ func scanJobRows(rows pgx.Rows, capacity int) ([]*Job, error) {
 	return jobs, nil
 }
 
+// scanEnqueued is scanJobRows for rows of pgrun.enqueued: [JobColumns], then
+// deduplicated.
+func scanEnqueued(rows pgx.Rows, capacity int) ([]*Job, error) {
+	defer rows.Close()
+	all := make([]Job, 0, capacity)
+	for rows.Next() {
+		all = append(all, Job{})
+		j := &all[len(all)-1]
+		if err := rows.Scan(append(j.scanTargets(), &j.Deduplicated)...); err != nil {
+			return nil, err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	jobs := make([]*Job, len(all))
+	for i := range all {
+		jobs[i] = &all[i]
+	}
+	return jobs, nil
+}
+
 // scanTargets lists j's fields in the order of [JobColumns] (client_scan_test.go
 // checks it against the db tags). The JSON columns go in as plain bytes, which pgx
 // copies as they are (into a json.RawMessage it would parse them first), and the
@@ -241,7 +242,7 @@ func (j *Job) scanTargets() []any {
 		&j.DepsRemaining, &j.Model, &j.UniqueKey, (*[]byte)(&j.Meta), &j.Tenant, &j.ClaimID}
 }
 
-// batch holds specs as the columns pgrun.enqueue_batch takes. A column no spec sets
+// batch holds specs as the columns pgrun.enqueue_columns takes. A column no spec sets
 // stays nil (SQL NULL: every job takes the default), so a batch of plain jobs sends
 // only its kinds; an element a spec leaves zero is NULL, the engine's default.
 type batch struct {
@@ -257,6 +258,9 @@ type batch struct {
 	timeouts        []pgtype.Interval
 	metas           [][]byte
 	concurrencyKeys []pgtype.Text
+	uniqueWindows   []pgtype.Interval
+	onConflicts     []pgtype.Text
+	modelRequireds  []bool
 }
 
 // add appends spec i of n.
@@ -264,8 +268,8 @@ func (b *batch) add(i, n int, s JobSpec) error {
 	if s.Timeout < 0 && s.Timeout != NoTimeout {
 		return fmt.Errorf("pgrun: enqueue %s: timeout %s is negative", s.Kind, s.Timeout)
 	}
-	if s.UniqueWindow > 0 || s.ReplaceDuplicate {
-		return errors.New("pgrun: enqueue: UniqueWindow and ReplaceDuplicate need Enqueue, one job at a time")
+	if s.UniqueWindow < 0 {
+		return fmt.Errorf("pgrun: enqueue %s: unique window %s is negative", s.Kind, s.UniqueWindow)
 	}
 	if b.kinds == nil {
 		b.kinds = make([]string, 0, n)
@@ -314,6 +318,15 @@ func (b *batch) add(i, n int, s JobSpec) error {
 	setText(&b.uniqueKeys, n, i, s.UniqueKey)
 	setText(&b.models, n, i, s.Model)
 	setText(&b.concurrencyKeys, n, i, s.ConcurrencyKey)
+	if s.UniqueWindow > 0 { // in whole microseconds, never rounded down to 0 (refused)
+		lazyColumn(&b.uniqueWindows, n)[i] = pgtype.Interval{Microseconds: max(1, s.UniqueWindow.Microseconds()), Valid: true}
+	}
+	if s.ReplaceDuplicate {
+		lazyColumn(&b.onConflicts, n)[i] = pgtype.Text{String: "replace", Valid: true}
+	}
+	if s.ModelRequired {
+		lazyColumn(&b.modelRequireds, n)[i] = true
+	}
 	return nil
 }
 

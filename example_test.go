@@ -37,6 +37,31 @@ func ExampleEnqueue() {
 	fmt.Println("enqueued", job.ID)
 }
 
+// EnqueueMany answers one job per spec, in order; Deduplicated marks a spec whose
+// unique key was already held, so nothing was inserted for it.
+func ExampleEnqueueMany() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, "postgres://postgres@127.0.0.1:5432/app")
+	if err != nil {
+		log.Fatal(err)
+	}
+	jobs, err := pgrun.EnqueueMany(ctx, pool, []pgrun.JobSpec{
+		{Kind: "invoice", Args: map[string]int{"order": 41}, UniqueKey: "invoice:41"},
+		{Kind: "invoice", Args: map[string]int{"order": 42}, UniqueKey: "invoice:42"},
+		{Kind: "embed", Queue: "gpu", Model: "bge-small", ModelRequired: true},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for i, j := range jobs {
+		if j.Deduplicated {
+			fmt.Printf("spec %d: already enqueued as job %d (%s)\n", i, j.ID, j.Status)
+			continue
+		}
+		fmt.Printf("spec %d: job %d\n", i, j.ID)
+	}
+}
+
 // ResizeArgs are the typed args of a resize job.
 type ResizeArgs struct {
 	Image string `json:"image"`

@@ -75,6 +75,14 @@ type Job struct {
 	// effects must happen once keys them on it (with ID); the runner presents it with
 	// every report, so a report of an older claim never finishes a newer one.
 	ClaimID ClaimID `db:"claim_id"`
+
+	// Deduplicated is not a column: it reports what [Enqueue] or [EnqueueMany] did
+	// with the spec this job answers. True means nothing was inserted for it: the
+	// job is the one that held the spec's UniqueKey (an active job, one that
+	// finished within UniqueWindow, or an earlier spec of the same call), returned
+	// as it is, or with ReplaceDuplicate after taking the spec's args. False on a
+	// job just enqueued, and on any job read another way.
+	Deduplicated bool `db:"-"`
 }
 
 // ClaimID is a claim token, pgrun.jobs.claim_id: a UUID, zero for none. It scans

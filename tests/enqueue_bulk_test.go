@@ -89,8 +89,8 @@ func TestEnqueueBatchNamesTheBadElementAndWritesNothing(t *testing.T) {
 }
 
 // Unique keys deduplicate within a batch (the first job with a key takes it) and
-// against the jobs that already hold them: each key yields one row, the holder, and
-// nothing is written for the duplicates.
+// against the jobs that already hold them: each spec yields one row, in order, the
+// holder in a duplicate's place, and nothing is written for the duplicates.
 func TestEnqueueBatchDedupesUniqueKeys(t *testing.T) {
 	b := setup(t)
 	held, err := pgrun.Enqueue(b.ctx, b.pool, "sync", nil, pgrun.UniqueKey("held"))
@@ -104,19 +104,18 @@ func TestEnqueueBatchDedupesUniqueKeys(t *testing.T) {
 		{Kind: "sync", UniqueKey: "held", Args: map[string]int{"n": 3}},
 	})
 	require.NoError(t, err)
-	byKey := map[string][]*pgrun.Job{}
+	require.Len(t, jobs, 5, "one row per spec")
+	require.Equal(t, held.ID, jobs[0].ID, "the holder is returned in place of the duplicates")
+	require.Equal(t, held.ID, jobs[4].ID)
+	require.JSONEq(t, `{}`, string(jobs[0].Args), "the holder is left as it is")
+	require.JSONEq(t, `{"n": 1}`, string(jobs[1].Args), "the batch's first job with the key takes it")
+	require.Equal(t, jobs[1].ID, jobs[2].ID)
+	require.Nil(t, jobs[3].UniqueKey)
+	var dedup []bool
 	for _, j := range jobs {
-		k := "-"
-		if j.UniqueKey != nil {
-			k = *j.UniqueKey
-		}
-		byKey[k] = append(byKey[k], j)
+		dedup = append(dedup, j.Deduplicated)
 	}
-	require.Len(t, jobs, 3, "one row per key, and the key-less job")
-	require.Equal(t, held.ID, byKey["held"][0].ID, "the holder is returned in place of the duplicates")
-	require.JSONEq(t, `{}`, string(byKey["held"][0].Args), "the holder is left as it is")
-	require.JSONEq(t, `{"n": 1}`, string(byKey["fresh"][0].Args), "the batch's first job with the key takes it")
-	require.Len(t, byKey["-"], 1)
+	require.Equal(t, []bool{true, false, true, false, true}, dedup)
 	var n int
 	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from pgrun.jobs`).Scan(&n))
 	require.Equal(t, 3, n, "held, fresh and the plain job")
@@ -126,7 +125,7 @@ func TestEnqueueBatchDedupesUniqueKeys(t *testing.T) {
 		unique_keys => array['fresh', 'held', null]) order by id`)
 	require.NoError(t, err)
 	require.Len(t, again, 3)
-	require.Equal(t, []int64{held.ID, byKey["fresh"][0].ID}, again[:2])
+	require.Equal(t, []int64{held.ID, jobs[1].ID}, again[:2])
 	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from pgrun.jobs`).Scan(&n))
 	require.Equal(t, 4, n)
 }
@@ -295,7 +294,9 @@ func TestEnqueueBatchInTheTenantMode(t *testing.T) {
 	globex, err := pgrun.EnqueueMany(k.ctx, k.globex, []pgrun.JobSpec{{Kind: "noop", UniqueKey: "k"}, {Kind: "noop", UniqueKey: "k"}})
 	require.NoError(t, err)
 	require.Len(t, acme, 2)
-	require.Len(t, globex, 1)
+	require.Len(t, globex, 2, "one job per spec")
+	require.Equal(t, globex[0].ID, globex[1].ID, "the second spec's key is held by the first's job")
+	require.True(t, globex[1].Deduplicated)
 	var acmeKeyed *pgrun.Job
 	for _, j := range acme {
 		require.Equal(t, "acme", *j.Tenant)
@@ -310,4 +311,5 @@ func TestEnqueueBatchInTheTenantMode(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, again, 1)
 	require.Equal(t, acmeKeyed.ID, again[0].ID, "the tenant's own holder")
+	require.True(t, again[0].Deduplicated)
 }

@@ -133,12 +133,12 @@ func TestOneBatchNeverMakesTwoHoldersOfAKey(t *testing.T) {
 		{"kind": "sync", "unique_key": "held"},
 		{"kind": "sync", "unique_key": "fresh", "args": {"n": 1}},
 		{"kind": "sync", "unique_key": "fresh", "args": {"n": 2}},
-		{"kind": "sync"}]') order by id`)
+		{"kind": "sync"}]')`)
 	require.NoError(t, err)
 	var fresh, plain int64
 	require.NoError(t, b.pool.QueryRow(b.ctx, `select
 		(select id from pgrun.jobs where unique_key = 'fresh'), (select id from pgrun.jobs where unique_key is null)`).Scan(&fresh, &plain))
-	require.Equal(t, []int64{held[0], fresh, plain}, got)
+	require.Equal(t, []int64{held[0], fresh, fresh, plain}, got, "one row per spec, in order: the holder for a duplicate")
 	var args string
 	require.NoError(t, b.pool.QueryRow(b.ctx, `select args::text from pgrun.jobs where id = $1`, fresh).Scan(&args))
 	require.JSONEq(t, `{"n": 1}`, args, "the first spec of the batch takes the key")

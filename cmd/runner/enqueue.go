@@ -25,7 +25,8 @@ func newEnqueueCmd(g *globals) *cobra.Command {
 		Short: "Enqueue a job (or --count of them) with JSON args",
 		Example: `  runner enqueue echo '{"hello": "world"}'
   runner enqueue sleep '{"ms": 2000}' --queue default --count 10
-  runner enqueue resize '{"w": 64}' --queue images --delay 30s --unique-key img-42`,
+  runner enqueue resize '{"w": 64}' --queue images --delay 30s --unique-key img-42
+  runner enqueue embed '{"doc": 7}' --queue gpu --model bge-small --model-required`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec.Kind = args[0]
@@ -80,14 +81,39 @@ func newEnqueueCmd(g *globals) *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			if len(jobs) == 1 {
-				fmt.Fprintf(out, "job %d %s (%s, queue %s)\n", jobs[0].ID, jobs[0].Status, jobs[0].Kind, jobs[0].Queue)
+				j := jobs[0]
+				if j.Deduplicated {
+					// Nothing was inserted: say so, and which job holds the key.
+					fmt.Fprintf(out, "job %d %s (%s, queue %s): duplicate, unique key %q is held by this job; nothing enqueued",
+						j.ID, j.Status, j.Kind, j.Queue, spec.UniqueKey)
+					if spec.ReplaceDuplicate && j.Status == pgrun.StatusQueued {
+						fmt.Fprint(out, " (it took these args, priority and run time)")
+					}
+					fmt.Fprintln(out)
+					return nil
+				}
+				fmt.Fprintf(out, "job %d %s (%s, queue %s)\n", j.ID, j.Status, j.Kind, j.Queue)
 				return nil
 			}
-			lo, hi := jobs[0].ID, jobs[0].ID
+			var fresh []*pgrun.Job
 			for _, j := range jobs {
+				if !j.Deduplicated {
+					fresh = append(fresh, j)
+				}
+			}
+			if len(fresh) == 0 {
+				fmt.Fprintf(out, "0 jobs enqueued, %d duplicates\n", len(jobs))
+				return nil
+			}
+			lo, hi := fresh[0].ID, fresh[0].ID
+			for _, j := range fresh {
 				lo, hi = min(lo, j.ID), max(hi, j.ID)
 			}
-			fmt.Fprintf(out, "%d jobs enqueued (ids %d..%d, queue %s)\n", len(jobs), lo, hi, jobs[0].Queue)
+			fmt.Fprintf(out, "%d jobs enqueued (ids %d..%d, queue %s)", len(fresh), lo, hi, fresh[0].Queue)
+			if d := len(jobs) - len(fresh); d > 0 {
+				fmt.Fprintf(out, ", %d duplicates", d)
+			}
+			fmt.Fprintln(out)
 			return nil
 		},
 	}
@@ -100,6 +126,9 @@ func newEnqueueCmd(g *globals) *cobra.Command {
 	f.StringVar(&spec.UniqueKey, "unique-key", "", "deduplicate: while an active job holds the key, return it instead")
 	f.DurationVar(&timeout, "timeout", 0, "time limit for one attempt")
 	f.StringVar(&spec.Model, "model", "", "model the job needs (warm-model routing)")
+	f.BoolVar(&spec.ModelRequired, "model-required", false, "only a worker with --model warm or declared may claim the job")
+	f.DurationVar(&spec.UniqueWindow, "unique-window", 0, "with --unique-key: also return a job that finished with the key within this window")
+	f.BoolVar(&spec.ReplaceDuplicate, "replace", false, "with --unique-key: a queued holder of the key takes these args, priority and run time")
 	f.StringVar(&spec.ConcurrencyKey, "concurrency-key", "", "key the queue's concurrency_limit counts by (a tenant, say)")
 	f.IntVar(&count, "count", 1, "enqueue this many identical jobs in one statement")
 	return cmd

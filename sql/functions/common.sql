@@ -129,12 +129,16 @@ $$;
 --   max_key_bytes      unique_key and concurrency_key: 512 bytes (they are indexed;
 --                      PostgreSQL cannot index a btree entry over ~2.7 KB)
 --   max_children       children of one defer_job, elements of one map node: 100,000
+-- max_json_bytes and max_key_bytes are bodies bound when created, without a SET clause
+-- (a constant has nothing to look up): PostgreSQL inlines them, so the enqueue rules
+-- (job_spec_fault), planned for every insert into pgrun.jobs by the trigger's WHEN
+-- clause, fold them to constants instead of running two SQL functions each.
 create or replace function pgrun.max_json_bytes()
 returns integer
 language sql
 immutable
-set search_path = pgrun, pg_catalog
-as $$ select 1048576 $$;
+parallel safe
+return 1048576;
 
 create or replace function pgrun.max_children()
 returns integer
@@ -147,8 +151,8 @@ create or replace function pgrun.max_key_bytes()
 returns integer
 language sql
 immutable
-set search_path = pgrun, pg_catalog
-as $$ select 512 $$;
+parallel safe
+return 512;
 
 -- default_timeout is the wall-clock backstop of a job whose enqueue and queue name
 -- none: an hour. A job that keeps renewing its lease would otherwise run forever.

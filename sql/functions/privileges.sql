@@ -93,7 +93,9 @@ begin
                      'model, model_required, timeout, meta, concurrency_key, tenant) on pgrun.jobs to %I', enqueuer);
   return next format('grant select on pgrun.jobs, pgrun.job_events, pgrun.runs, pgrun.run_inputs, pgrun.workflows, '
                      'pgrun.schedules, pgrun.queue_stats, pgrun.active_jobs, pgrun.run_status to %I', enqueuer);
-  foreach f in array array['enqueue_job', 'enqueue_jobs', 'enqueue_batch', 'start_run', 'submit_input', 'replace_queued',
+  foreach f in array array['enqueue_job', 'enqueue_jobs', 'enqueue_batch', 'enqueue_specs', 'enqueue_columns',
+                           'job_spec', 'spec_at', 'job_spec_fault',
+                           'check_job_spec', 'job_exists', 'start_run', 'submit_input', 'replace_queued',
                            'job_timeline', 'clock', 'check_kind', 'check_queue_name', 'check_json_size',
                            'check_key', 'check_positive_interval', 'default_timeout', 'max_json_bytes',
                            'max_key_bytes', 'max_children', 'is_engine', 'job_not_found',

@@ -30,6 +30,7 @@ drop function if exists pgrun.jobs_before_finish(); -- retired in version 0
 -- from enqueue.sql
 drop function if exists pgrun.replace_queued(text, jsonb, integer, timestamptz); -- retired in version 0
 drop function if exists pgrun.enqueue_job(text, jsonb, text, integer, timestamptz, integer, text, bigint, text, interval, jsonb); -- retired in version 0
+drop function if exists pgrun.enqueue_job(text, jsonb, text, integer, timestamptz, integer, text, bigint, text, interval, jsonb, text, interval, text); -- retired in version 1
 
 -- from maintain.sql
 drop function if exists pgrun.maintain(integer, interval, integer); -- retired in version 0
@@ -61,3 +62,6 @@ drop function if exists pgrun.requeue_job(bigint, integer, text, text); -- retir
 drop function if exists pgrun.worker_heartbeat(text, text, integer, text[], text[], text, text); -- retired in version 0
 drop function if exists pgrun.worker_heartbeat(text, text, integer, text[], text[], text, text, interval); -- retired in version 0
 drop function if exists pgrun.worker_heartbeat(text, text, integer, text[], text[], text, text, interval, text[]); -- retired in version 0
+
+-- from enqueue_batch.sql
+drop function if exists pgrun.enqueue_batch(text[], jsonb[], text[], integer[], timestamptz[], integer[], text[], bigint[], text[], interval[], jsonb[], text[]); -- retired in version 1
