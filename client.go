@@ -213,10 +213,12 @@ func scanJobRows(rows pgx.Rows, capacity int) ([]*Job, error) {
 func scanEnqueued(rows pgx.Rows, capacity int) ([]*Job, error) {
 	defer rows.Close()
 	all := make([]Job, 0, capacity)
+	var targets []any // reused: only the pointers change from row to row
 	for rows.Next() {
 		all = append(all, Job{})
 		j := &all[len(all)-1]
-		if err := rows.Scan(append(j.scanTargets(), &j.Deduplicated)...); err != nil {
+		targets = append(append(targets[:0], j.scanTargets()...), &j.Deduplicated)
+		if err := rows.Scan(targets...); err != nil {
 			return nil, err
 		}
 	}

@@ -226,21 +226,22 @@ $$;
 -- row past. tests/invariant_enqueue_paths_test.go inserts a complete row breaking each
 -- of job_spec_fault's rules (the rules read from the function) and requires the
 -- trigger's refusal, so the two cannot drift apart. The limits are max_json_bytes()
--- and max_key_bytes() (inlined, so folded to constants).
+-- and max_key_bytes() written as numbers: each call here would be inlined again for
+-- every statement (tests/enqueue_bulk_test.go checks them against the functions).
 select pgrun.ensure_ddl('trigger', 'jobs_before_insert', 'pgrun.jobs', $ddl$
 create or replace trigger jobs_before_insert
   before insert on pgrun.jobs
   for each row
   when ((new.kind ~ '^[A-Za-z][A-Za-z0-9_.:/-]*$' and octet_length(new.kind) <= 128
          and new.queue ~ '^[a-z][a-z0-9_.-]*$' and octet_length(new.queue) <= 63
-         and jsonb_typeof(new.args) = 'object' and pg_column_size(new.args) <= pgrun.max_json_bytes()
-         and jsonb_typeof(new.meta) = 'object' and pg_column_size(new.meta) <= pgrun.max_json_bytes()
+         and jsonb_typeof(new.args) = 'object' and pg_column_size(new.args) <= 1048576
+         and jsonb_typeof(new.meta) = 'object' and pg_column_size(new.meta) <= 1048576
          and new.priority >= 0
          and new.max_attempts >= 1
          and new.timeout > interval '0'
          and isfinite(new.run_at)
-         and (new.unique_key is null or octet_length(new.unique_key) between 1 and pgrun.max_key_bytes())
-         and (new.concurrency_key is null or octet_length(new.concurrency_key) between 1 and pgrun.max_key_bytes())
+         and (new.unique_key is null or octet_length(new.unique_key) between 1 and 512)
+         and (new.concurrency_key is null or octet_length(new.concurrency_key) between 1 and 512)
          and new.model_required is not null
          and new.parent_id is null
          and new.status = 'queued' and new.run_id is null and new.node is null

@@ -156,10 +156,11 @@ begin
            case when not mode then null
                 when u.parent_id is null then t
                 else (select p.tenant from pgrun.jobs p where p.id = u.parent_id) end
-    from unnest(kinds, enqueue_columns.args, queues, priorities, run_ats, enqueue_columns.max_attempts, unique_keys,
-              parent_ids, models, timeouts, metas, concurrency_keys, unique_windows, on_conflicts, model_requireds)
-         u(kind, args, queue, priority, run_at, max_attempts, unique_key, parent_id, model, timeout, meta,
-           concurrency_key, unique_window, on_conflict, model_required)
+    -- (unique_keys, unique_windows and on_conflicts are all NULL here: not read.)
+    from unnest(kinds, enqueue_columns.args, queues, priorities, run_ats, enqueue_columns.max_attempts,
+                parent_ids, models, timeouts, metas, concurrency_keys, model_requireds)
+         u(kind, args, queue, priority, run_at, max_attempts, parent_id, model, timeout, meta,
+           concurrency_key, model_required)
     returning x.*, false;
     return;
   end if;

@@ -31,50 +31,21 @@ create type pgrun.job_spec as (
 -- because it holds the spec's unique_key). Flat rather than (job pgrun.jobs,
 -- deduplicated): a caller selects id, status, deduplicated directly, and expanding a
 -- nested row costs microseconds a job; and deduplicated last, so that a row of it
--- reads into a pgrun.jobs variable as it is. A migration that adds a column to
--- pgrun.jobs adds it here before deduplicated, in one statement:
+-- reads into a pgrun.jobs variable as it is.
+--
+-- Its attributes are pgrun.jobs' columns as this migration finds them (names and
+-- types from the catalog, never from a caller), so whatever earlier migrations added
+-- is there. A later migration that adds a column to pgrun.jobs adds it here before
+-- deduplicated, in one statement:
 --   alter type pgrun.enqueued drop attribute deduplicated, add attribute <column> <type>,
 --     add attribute deduplicated boolean;
 -- (tests/invariant_enqueue_paths_test.go checks that the two agree).
-create type pgrun.enqueued as (
-  id                bigint,
-  kind              text,
-  queue             text,
-  args              jsonb,
-  status            pgrun.job_status,
-  priority          smallint,
-  run_at            timestamptz,
-  attempt           integer,
-  failures          integer,
-  max_attempts      integer,
-  lease_expiries    integer,
-  claimed_by        text,
-  lease_expires_at  timestamptz,
-  heartbeat_at      timestamptz,
-  timeout           interval,
-  created_at        timestamptz,
-  started_at        timestamptz,
-  finished_at       timestamptz,
-  result            jsonb,
-  error             jsonb,
-  progress_current  bigint,
-  progress_total    bigint,
-  parent_id         bigint,
-  run_id            bigint,
-  node              text,
-  deps_remaining    integer,
-  model             text,
-  unique_key        text,
-  meta              jsonb,
-  children_failed   integer,
-  child_errors      text[],
-  failure_ratio     double precision,
-  dispatched_at     timestamptz,
-  concurrency_key   text,
-  model_required    boolean,
-  tenant            text,
-  deadline_at       timestamptz,
-  claim_id          uuid,
-  lease_length      interval,
-  deduplicated      boolean
-);
+do $$
+begin
+  execute (
+    select format('create type pgrun.enqueued as (%s, deduplicated boolean)',
+                  string_agg(format('%I %s', a.attname, format_type(a.atttypid, a.atttypmod)), ', ' order by a.attnum))
+    from pg_attribute a
+    where a.attrelid = 'pgrun.jobs'::regclass and a.attnum > 0 and not a.attisdropped);
+end;
+$$;
