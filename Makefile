@@ -29,3 +29,4 @@ build:
 lint:
 	test -z "$$(gofmt -l .)" || { gofmt -l .; exit 1; }
 	$(GO) vet ./...
+	$(GO) mod tidy -diff
