@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgrun/pgrun"
 )
 
 // A notification is a hint, never an authority: any role that can connect may send
@@ -63,6 +65,7 @@ type jobState struct {
 	status    string
 	claimedBy string
 	class     string
+	claim     pgrun.ClaimID
 }
 
 // confirm reads the jobs of batch and cancels, with the cause the database shows,
@@ -73,7 +76,7 @@ func (r *Runner) confirm(ctx context.Context, batch []cancelKey) {
 		ids[i] = k.id
 	}
 	rows, err := r.pool.Query(ctx, `select id, attempt, status::text, coalesce(claimed_by, ''),
-		coalesce(error ->> 'class', '') from pgrun.jobs where id = any ($1)`, ids)
+		coalesce(error ->> 'class', ''), claim_id from pgrun.jobs where id = any ($1)`, ids)
 	if err != nil {
 		if ctx.Err() == nil && !r.down.fail("confirm cancels", err) {
 			r.log.Warn("confirming cancellations failed; lease renewal will catch them", "jobs", len(batch), "err", err)
@@ -83,7 +86,7 @@ func (r *Runner) confirm(ctx context.Context, batch []cancelKey) {
 	states := map[int64]jobState{}
 	var id int64
 	var s jobState
-	if _, err := pgx.ForEachRow(rows, []any{&id, &s.attempt, &s.status, &s.claimedBy, &s.class}, func() error {
+	if _, err := pgx.ForEachRow(rows, []any{&id, &s.attempt, &s.status, &s.claimedBy, &s.class, &s.claim}, func() error {
 		states[id] = s
 		return nil
 	}); err != nil {
@@ -101,7 +104,7 @@ func (r *Runner) confirm(ctx context.Context, batch []cancelKey) {
 		if s.attempt != attempt {
 			continue // about an earlier attempt; a later one may run here now
 		}
-		if s.status == "running" && s.claimedBy == r.cfg.WorkerID {
+		if s.status == "running" && s.claimedBy == r.cfg.WorkerID && r.holdsClaim(k.id, s.claim) {
 			continue // still ours: the hint was wrong
 		}
 		cause := ErrLeaseLost
@@ -115,6 +118,17 @@ func (r *Runner) confirm(ctx context.Context, batch []cancelKey) {
 			r.log.Info("job stopped remotely", "job", k.id, "cause", cause)
 		}
 	}
+}
+
+// holdsClaim reports whether the execution of job id here, if any, runs under claim:
+// after an asynchronous failover the same attempt number can be claimed again, here
+// or elsewhere, and only the claim token tells the two apart. With no execution (its
+// claim is still in flight) the database's word stands.
+func (r *Runner) holdsClaim(id int64, claim pgrun.ClaimID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.running[id]
+	return e == nil || e.job.ClaimID.IsZero() || e.job.ClaimID == claim
 }
 
 // cancelRunning cancels the execution of attempt k of job k.id with cause, if it

@@ -141,3 +141,32 @@ func TestRunnerSurvivesKilledConnections(t *testing.T) {
 	eventually(t, 60*time.Second, "all jobs succeeded", func() bool { return countStatus(t, b, pgrun.StatusSucceeded) == jobs })
 	require.EqualValues(t, jobs, runs.Load(), "no job ran twice")
 }
+
+// A cancel hint about a job this runner runs under the same worker id and attempt
+// number, but another claim (an asynchronous failover undid the claim and the job was
+// claimed again), stops the handler at once: the claim token tells the two apart,
+// where the attempt number cannot.
+func TestCancelHintForAnotherClaimStopsTheHandler(t *testing.T) {
+	b := setup(t)
+	started := make(chan *pgrun.Job, 1)
+	var cause atomic.Value
+	r := newRunner(b.pool, runner.Config{WorkerID: "mine", Lease: 30 * time.Second, MaintenanceInterval: -1})
+	runner.Handle(r, "long", func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
+		started <- j.Job
+		<-ctx.Done()
+		cause.Store(context.Cause(ctx))
+		return nil, ctx.Err()
+	})
+	startRunner(t, r)
+	_, err := pgrun.Enqueue(b.ctx, b.pool, "long", nil)
+	require.NoError(t, err)
+	j := <-started
+	require.False(t, j.ClaimID.IsZero())
+	// The same worker and attempt, another claim; renewal is ten seconds away.
+	_, err = b.pool.Exec(b.ctx, `update pgrun.jobs set claim_id = gen_random_uuid() where id = $1`, j.ID)
+	require.NoError(t, err)
+	_, err = b.pool.Exec(b.ctx, `select pg_notify('pgrun_cancel', $1::bigint || ':' || $2::int)`, j.ID, j.Attempt)
+	require.NoError(t, err)
+	eventually(t, 5*time.Second, "handler cancelled", func() bool { return cause.Load() != nil })
+	require.True(t, errors.Is(cause.Load().(error), runner.ErrLeaseLost))
+}
