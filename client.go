@@ -190,34 +190,28 @@ func EnqueueMany(ctx context.Context, db DB, specs []JobSpec) ([]*Job, error) {
 // (scanTargets) instead of found by reflection on every row: for a batch of 1,000
 // jobs that is most of the client's time.
 func scanJobRows(rows pgx.Rows, capacity int) ([]*Job, error) {
-	defer rows.Close()
-	all := make([]Job, 0, capacity)
-	for rows.Next() {
-		all = append(all, Job{})
-		if err := rows.Scan(all[len(all)-1].scanTargets()...); err != nil {
-			return nil, err
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	jobs := make([]*Job, len(all))
-	for i := range all {
-		jobs[i] = &all[i]
-	}
-	return jobs, nil
+	return scanRows(rows, capacity, false)
 }
 
 // scanEnqueued is scanJobRows for rows of pgrun.enqueued: [JobColumns], then
 // deduplicated.
 func scanEnqueued(rows pgx.Rows, capacity int) ([]*Job, error) {
+	return scanRows(rows, capacity, true)
+}
+
+// scanRows scans rows of [JobColumns] (then deduplicated, with dedup) into one
+// backing array of jobs.
+func scanRows(rows pgx.Rows, capacity int, dedup bool) ([]*Job, error) {
 	defer rows.Close()
 	all := make([]Job, 0, capacity)
 	var targets []any // reused: only the pointers change from row to row
 	for rows.Next() {
 		all = append(all, Job{})
 		j := &all[len(all)-1]
-		targets = append(append(targets[:0], j.scanTargets()...), &j.Deduplicated)
+		targets = append(targets[:0], j.scanTargets()...)
+		if dedup {
+			targets = append(targets, &j.Deduplicated)
+		}
 		if err := rows.Scan(targets...); err != nil {
 			return nil, err
 		}

@@ -223,9 +223,7 @@ func applyFunctionsOnce(ctx context.Context, db *sql.DB, opts MigrateOptions) er
 	if err != nil {
 		return err
 	}
-	// The ledger records the files and the roles granted: a Migrate after a DBA has
-	// created the roles grants them.
-	sum = fmt.Sprintf("%s:%s:%t", sum, roles.Enqueuer+","+roles.Worker+","+roles.Admin, granted)
+	sum = ledgerChecksum(sum, roles, granted)
 	var applied bool
 	if err := tx.QueryRowContext(ctx,
 		`select exists (select 1 from pgrun.function_ledger where checksum = $1)`, sum).Scan(&applied); err != nil {
@@ -326,11 +324,10 @@ end $$;
 	}
 	b.WriteString("\n-- roles (created where missing) and their grants\n")
 	for _, n := range []string{roles.Enqueuer, roles.Worker, roles.Admin} {
-		fmt.Fprintf(&b, "do $$ begin if not exists (select 1 from pg_roles where rolname = %s) then create role %s nologin; end if; end $$;\n",
-			quoteLiteral(n), quoteIdent(n))
+		b.WriteString(createRoleSQL(n))
 	}
 	fmt.Fprintf(&b, "select pgrun.grant_roles(%s, %s, %s);\n", quoteLiteral(roles.Enqueuer), quoteLiteral(roles.Worker), quoteLiteral(roles.Admin))
-	ledger := fmt.Sprintf("%s:%s:%t", sum, roles.Enqueuer+","+roles.Worker+","+roles.Admin, true)
+	ledger := ledgerChecksum(sum, roles, true)
 	fmt.Fprintf(&b, "delete from pgrun.function_ledger;\ninsert into pgrun.function_ledger (checksum) values (%s);\ncommit;\n", quoteLiteral(ledger))
 	return b.String(), nil
 }
@@ -369,3 +366,17 @@ func upMigrations() ([]migrationFile, error) {
 
 // quoteLiteral quotes s as an SQL string literal.
 func quoteLiteral(s string) string { return `'` + strings.ReplaceAll(s, `'`, `''`) + `'` }
+
+// ledgerChecksum is what pgrun.function_ledger records for a function set applied
+// with roles (granted: whether the grants ran): a Migrate after a DBA has created the
+// roles grants them.
+func ledgerChecksum(sum string, roles Roles, granted bool) string {
+	return fmt.Sprintf("%s:%s:%t", sum, roles.Enqueuer+","+roles.Worker+","+roles.Admin, granted)
+}
+
+// createRoleSQL creates role n where it is missing. It looks first: CREATE ROLE by a
+// role without CREATEROLE fails on permissions even when the role exists.
+func createRoleSQL(n string) string {
+	return fmt.Sprintf("do $$ begin if not exists (select 1 from pg_roles where rolname = %s) then create role %s nologin; end if; end $$;\n",
+		quoteLiteral(n), quoteIdent(n))
+}

@@ -105,7 +105,7 @@ func GrantsSQL(ctx context.Context, pool *pgxpool.Pool, prefix string) (string, 
 	r := RolesFor(prefix)
 	var b strings.Builder
 	for _, n := range []string{r.Enqueuer, r.Worker, r.Admin} {
-		fmt.Fprintf(&b, "do $$ begin create role %s nologin; exception when duplicate_object then null; end $$;\n", quoteIdent(n))
+		b.WriteString(createRoleSQL(n))
 	}
 	rows, err := pool.Query(ctx, `select pgrun.role_grants($1, $2, $3)`, r.Enqueuer, r.Worker, r.Admin)
 	if err != nil {

@@ -86,21 +86,10 @@ func TestBeatingHandlerPastItsTimeoutIsSpared(t *testing.T) {
 // handler's context cancelled with ErrLeaseLost at the next renewal.
 func TestLostLeaseCancelsTheHandler(t *testing.T) {
 	b := setup(t)
-	started := make(chan int64, 1)
-	var cause atomic.Value
-	r := newRunner(b.pool, runner.Config{WorkerID: "mine", Lease: time.Second, MaintenanceInterval: -1})
-	runner.Handle(r, "long", func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
-		started <- j.ID
-		<-ctx.Done()
-		cause.Store(context.Cause(ctx))
-		return nil, ctx.Err()
-	})
-	startRunner(t, r)
-	_, err := pgrun.Enqueue(b.ctx, b.pool, "long", nil)
-	require.NoError(t, err)
-	id := <-started
+	started, cause := runLongJob(t, b, time.Second)
+	id := started.ID
 	// Another worker has taken the job over (as after a lease expiry and re-claim).
-	_, err = b.pool.Exec(b.ctx, `update pgrun.jobs set claimed_by = 'someone-else', attempt = attempt + 1 where id = $1`, id)
+	_, err := b.pool.Exec(b.ctx, `update pgrun.jobs set claimed_by = 'someone-else', attempt = attempt + 1 where id = $1`, id)
 	require.NoError(t, err)
 	eventually(t, 5*time.Second, "handler cancelled", func() bool { return cause.Load() != nil })
 	require.True(t, errors.Is(cause.Load().(error), runner.ErrLeaseLost))
@@ -148,9 +137,25 @@ func TestRunnerSurvivesKilledConnections(t *testing.T) {
 // where the attempt number cannot.
 func TestCancelHintForAnotherClaimStopsTheHandler(t *testing.T) {
 	b := setup(t)
+	j, cause := runLongJob(t, b, 30*time.Second)
+	require.False(t, j.ClaimID.IsZero())
+	// The same worker and attempt, another claim; renewal is ten seconds away.
+	_, err := b.pool.Exec(b.ctx, `update pgrun.jobs set claim_id = gen_random_uuid() where id = $1`, j.ID)
+	require.NoError(t, err)
+	_, err = b.pool.Exec(b.ctx, `select pg_notify('pgrun_cancel', $1::bigint || ':' || $2::int)`, j.ID, j.Attempt)
+	require.NoError(t, err)
+	eventually(t, 5*time.Second, "handler cancelled", func() bool { return cause.Load() != nil })
+	require.True(t, errors.Is(cause.Load().(error), runner.ErrLeaseLost))
+}
+
+// runLongJob starts a runner (worker id "mine", the given lease, no maintenance) whose
+// one "long" job runs until its context is cancelled, and returns the job once it
+// runs, and where the cancellation's cause is stored.
+func runLongJob(t *testing.T, b *bundle, lease time.Duration) (*pgrun.Job, *atomic.Value) {
+	t.Helper()
 	started := make(chan *pgrun.Job, 1)
-	var cause atomic.Value
-	r := newRunner(b.pool, runner.Config{WorkerID: "mine", Lease: 30 * time.Second, MaintenanceInterval: -1})
+	cause := new(atomic.Value)
+	r := newRunner(b.pool, runner.Config{WorkerID: "mine", Lease: lease, MaintenanceInterval: -1})
 	runner.Handle(r, "long", func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
 		started <- j.Job
 		<-ctx.Done()
@@ -160,13 +165,5 @@ func TestCancelHintForAnotherClaimStopsTheHandler(t *testing.T) {
 	startRunner(t, r)
 	_, err := pgrun.Enqueue(b.ctx, b.pool, "long", nil)
 	require.NoError(t, err)
-	j := <-started
-	require.False(t, j.ClaimID.IsZero())
-	// The same worker and attempt, another claim; renewal is ten seconds away.
-	_, err = b.pool.Exec(b.ctx, `update pgrun.jobs set claim_id = gen_random_uuid() where id = $1`, j.ID)
-	require.NoError(t, err)
-	_, err = b.pool.Exec(b.ctx, `select pg_notify('pgrun_cancel', $1::bigint || ':' || $2::int)`, j.ID, j.Attempt)
-	require.NoError(t, err)
-	eventually(t, 5*time.Second, "handler cancelled", func() bool { return cause.Load() != nil })
-	require.True(t, errors.Is(cause.Load().(error), runner.ErrLeaseLost))
+	return <-started, cause
 }
