@@ -29,18 +29,18 @@ const MinServerVersion = 15
 // take away what newer callers rely on). Upgrade the binary instead.
 var ErrNewerSchema = errors.New("pgrun: the database has a newer SQL API than this build")
 
-// apiVersions reads the two numbers of sql/functions/version.sql, the one place they
+// apiVersions reads the two numbers of sql/functions/00_version.sql, the one place they
 // are written: the version of the API this build installs and the oldest version
 // whose callers it still serves.
 var apiVersions = sync.OnceValues(func() (version, compatibleSince int) {
-	b, err := fs.ReadFile(sqlFiles, "sql/functions/version.sql")
+	b, err := fs.ReadFile(sqlFiles, "sql/functions/00_version.sql")
 	if err != nil {
 		panic(err)
 	}
 	num := func(name string) int {
 		m := regexp.MustCompile(`function pgrun\.` + name + `\(\)[\s\S]*?as \$\$ select (\d+) \$\$`).FindSubmatch(b)
 		if m == nil {
-			panic("pgrun: sql/functions/version.sql does not define " + name)
+			panic("pgrun: sql/functions/00_version.sql does not define " + name)
 		}
 		n, _ := strconv.Atoi(string(m[1]))
 		return n
@@ -76,8 +76,14 @@ func DatabaseAPI(ctx context.Context, db DB) (version, compatibleSince int, err 
 	return version, compatibleSince, nil
 }
 
-// privilegesFile is applied last: it grants the roles what the functions above define.
-const privilegesFile = "privileges.sql"
+// privilegesFile is applied last (its number is the highest): it grants the roles
+// what the functions before it define.
+const privilegesFile = "90_privileges.sql"
+
+// functionFileName is the form of a function file's name: two digits that place it in
+// the order of application, then what it holds (sql/functions/01_common.sql says how
+// the numbers are chosen). A file without them would sort after the grants.
+var functionFileName = regexp.MustCompile(`^[0-9]{2}_[a-z0-9_]+\.sql$`)
 
 // functionFile is one file of the function set.
 type functionFile struct {
@@ -85,37 +91,20 @@ type functionFile struct {
 	body string
 }
 
-// functionSet returns the function files in application order (common.sql, then
-// retired.sql, then the rest by name, views.sql and privileges.sql last) and their combined
-// checksum.
+// functionSet returns the function files in application order, which is the order
+// of their names, and their combined checksum.
 func functionSet() ([]functionFile, string, error) {
-	entries, err := fs.ReadDir(sqlFiles, "sql/functions")
+	entries, err := fs.ReadDir(sqlFiles, "sql/functions") // sorted by name
 	if err != nil {
 		return nil, "", err
 	}
-	rank := func(name string) int {
-		switch name {
-		case "common.sql":
-			return 0
-		case "retired.sql":
-			return 1
-		case "views.sql":
-			return 3
-		case privilegesFile:
-			return 4
-		}
-		return 2
-	}
 	names := make([]string, 0, len(entries))
 	for _, e := range entries {
+		if !functionFileName.MatchString(e.Name()) {
+			return nil, "", fmt.Errorf("sql/functions/%s: a function file is named NN_what.sql, NN its place in the order", e.Name())
+		}
 		names = append(names, e.Name())
 	}
-	sort.Slice(names, func(i, j int) bool {
-		if rank(names[i]) != rank(names[j]) {
-			return rank(names[i]) < rank(names[j])
-		}
-		return names[i] < names[j]
-	})
 	h := sha256.New()
 	files := make([]functionFile, 0, len(names))
 	for _, name := range names {

@@ -187,17 +187,17 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// Every retired signature is recorded in sql/functions/retired.sql with the API
+// Every retired signature is recorded in sql/functions/02_retired.sql with the API
 // version that retired it, and none of them exists after Migrate.
 func TestRetiredSignaturesAreRecordedAndGone(t *testing.T) {
 	b := setup(t)
-	src, err := os.ReadFile("../sql/functions/retired.sql")
+	src, err := os.ReadFile("../sql/functions/02_retired.sql")
 	require.NoError(t, err)
 	line := regexp.MustCompile(`(?m)^drop function if exists (pgrun\.[a-z_]+\([^)]*\)); -- retired in version (\d+)$`)
 	drops := regexp.MustCompile(`(?m)^drop function`).FindAllIndex(src, -1)
 	found := line.FindAllSubmatch(src, -1)
 	require.NotEmpty(t, found)
-	require.Len(t, found, len(drops), "a drop in retired.sql without its version")
+	require.Len(t, found, len(drops), "a drop in 02_retired.sql without its version")
 	for _, m := range found {
 		v, _ := strconv.Atoi(string(m[2]))
 		require.LessOrEqual(t, v, pgrun.APIVersion(), "%s retired in a version after this one", m[1])

@@ -1,4 +1,4 @@
--- maintain.sql: maintain(), the periodic work that keeps jobs from being lost or
+-- 62_maintain.sql: maintain(), the periodic work that keeps jobs from being lost or
 -- stuck, as an orchestrator over named steps. Each step is a function of its own,
 -- callable alone (from psql or pg_cron), and safe to run concurrently with itself:
 -- it claims its rows with FOR UPDATE SKIP LOCKED and re-checks them in a guarded
@@ -68,7 +68,7 @@ $$;
 -- job.lease_expired_requeue), without spending an attempt; a job that has already
 -- lost lease_budget leases fails instead (class lease_expired). It takes up to batch
 -- jobs (ids NULL) or exactly the given ids, each only if its lease has still run out.
--- After a server start or a promotion (pgrun.server_epochs, failover.sql) a lease is
+-- After a server start or a promotion (pgrun.server_epochs, 11_failover.sql) a lease is
 -- not judged until one lease length after the epoch began, however long ago it ran
 -- out: during an outage no runner could renew it, and the job may well have finished
 -- with its report on the way. Returns {"requeued": n, "failed": n}.
@@ -141,7 +141,7 @@ $$;
 -- overdue_jobs lists up to batch jobs past their timeout with no sign of life within
 -- stall_window: running jobs (a beat, progress or an event is a sign of life) and
 -- waiting parents (a child finishing is one). Jobs without a timeout never appear.
--- The start of the server epoch (a restart, a promotion: failover.sql) counts as a
+-- The start of the server epoch (a restart, a promotion: 11_failover.sql) counts as a
 -- sign of life of every job: during the outage before it no sign could arrive.
 create or replace function pgrun.overdue_jobs(stall_window interval, batch integer)
 returns bigint[]
@@ -427,7 +427,7 @@ $$;
 
 -- maintain does one round of periodic work and returns what it did as JSON. Steps,
 -- in order (each is a function of its own, see above):
---   note_server_epoch    record a server start or promotion (failover.sql): leases and
+--   note_server_epoch    record a server start or promotion (11_failover.sql): leases and
 --                        workers get a grace of their own length after it
 --   reap_expired_leases  requeue (or, past lease_budget, fail) jobs whose lease ran out
 --   fail_overdue         the timeout rule, with the stall_window sign-of-life grace

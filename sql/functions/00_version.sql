@@ -1,4 +1,4 @@
--- version.sql: the version of this SQL API, the contract between the database and
+-- 00_version.sql: the version of this SQL API, the contract between the database and
 -- every caller (runners, services, workers in any language). docs/upgrading.md has the
 -- rules: a change that only appends parameters with defaults, adds functions or adds
 -- columns raises api_version; a change that breaks a caller of an older version also

@@ -1,4 +1,4 @@
--- views.sql: what an operator reads in psql. Applied last: views are checked against
+-- 80_views.sql: what an operator reads in psql. Applied after every function (80): views are checked against
 -- the functions and tables as they are created. Each goes through ensure_ddl, which
 -- re-creates a view (dropping it first, so that a new version may change its columns)
 -- only when its statement changed: re-creating it locks out its readers.
@@ -8,7 +8,7 @@
 -- the last minute, and unhandled: due queued jobs of kinds that no live worker serving
 -- the queue has a handler for (they wait for one; nothing fails them). Counts are
 -- exact up to stats_exact_limit() (10,000) and estimated beyond, with estimated set:
--- stats.sql says how, and how close. It counts every tenant's jobs (with the engine's
+-- 70_stats.sql says how, and how close. It counts every tenant's jobs (with the engine's
 -- rights): numbers per queue, never a payload.
 select pgrun.ensure_ddl('view', 'queue_stats', null, $ddl$
 create view pgrun.queue_stats as

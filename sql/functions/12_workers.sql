@@ -1,4 +1,4 @@
--- workers.sql: the registry runners heartbeat into.
+-- 12_workers.sql: the registry runners heartbeat into.
 
 -- worker_heartbeat records that worker id is alive (inserting it on first call) with
 -- what it serves, which models it holds warm and how often it heartbeats (cadence: a

@@ -1,4 +1,4 @@
--- control.sql: the operator's switch for runners, per host and queue.
+-- 13_control.sql: the operator's switch for runners, per host and queue.
 
 -- set_worker_control sets the mode of host's runners for queue ('*': every queue; the
 -- most restrictive of a queue's own mode and the '*' mode applies):

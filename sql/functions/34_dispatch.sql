@@ -1,4 +1,4 @@
--- dispatch.sql: what happens when a job finishes. Fan-in to a parent and DAG
+-- 34_dispatch.sql: what happens when a job finishes. Fan-in to a parent and DAG
 -- expansion run in the transaction of the transition that finished the job, at the end
 -- of the statement that finished it (for all the jobs it finished at once), inside a
 -- subtransaction: if they fail, the finish still commits and the dispatch goes to the
@@ -103,7 +103,7 @@ $$;
 -- before jobs_dispatch: the function set of an older release, applied over this one,
 -- drops it by that name, so its own dispatch (which skips jobs already marked) still
 -- sees every job finish, and jobs_dispatch, left behind, finds no marked rows.
--- (retired.sql drops the trigger it replaced, jobs_before_finish.)
+-- (02_retired.sql drops the trigger it replaced, jobs_before_finish.)
 select pgrun.ensure_ddl('trigger', 'jobs_after_finish', 'pgrun.jobs', $ddl$
 create or replace trigger jobs_after_finish
   before update of status on pgrun.jobs

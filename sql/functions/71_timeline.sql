@@ -1,4 +1,4 @@
--- timeline.sql: a job's whole story in one query. The audit log (job_events) holds
+-- 71_timeline.sql: a job's whole story in one query. The audit log (job_events) holds
 -- only what a person will want to read later; routine transitions (enqueued, started,
 -- succeeded) live as timestamps on the job row. job_timeline puts the two together
 -- at read time, so the hot path writes no extra rows.

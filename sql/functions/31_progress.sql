@@ -1,4 +1,4 @@
--- progress.sql: what a running handler reports while it works: progress, beats (signs
+-- 31_progress.sql: what a running handler reports while it works: progress, beats (signs
 -- of life for the stall rule) and events for the audit log.
 
 -- set_progress sets a job's progress (current of total; total NULL keeps the old

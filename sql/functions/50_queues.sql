@@ -1,4 +1,4 @@
--- queues.sql: per-queue policy an operator sets from psql, and bulk redrive of dead
+-- 50_queues.sql: per-queue policy an operator sets from psql, and bulk redrive of dead
 -- letters.
 
 -- queue_row returns queue q's row, creating it with no policy if it does not exist.

@@ -1,4 +1,4 @@
--- transitions.sql: how a claimed job leaves the running state, and the operator's
+-- 32_transitions.sql: how a claimed job leaves the running state, and the operator's
 -- cancel and redrive. Each worker-side transition is one guarded UPDATE on
 -- (id, attempt, status), and on the claim's token when the worker passes it (claim_id,
 -- the last parameter of every report, default NULL: any claim of that attempt): a
@@ -375,7 +375,7 @@ begin
     return null;
   end if;
   if j.run_id is not null and j.parent_id is null then
-    perform pgrun.node_redriven(j); -- a DAG node: its run resumes (runs.sql)
+    perform pgrun.node_redriven(j); -- a DAG node: its run resumes (41_runs.sql)
   end if;
   perform pgrun.add_event(j.id, 'job.retried', 'info', 'manual redrive',
     jsonb_build_object('attempt', j.attempt));

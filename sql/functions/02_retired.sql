@@ -1,20 +1,21 @@
--- retired.sql: every function signature the SQL API has retired, with the version
--- that retired it, applied right after common.sql. Migrate also drops any function of
--- schema pgrun the set no longer defines (functionset.go), so this file is the
+-- 02_retired.sql: every function signature the SQL API has retired, with the version
+-- that retired it, applied before the files of the API (10 onwards), so that a new
+-- signature never meets its predecessor. Migrate also drops any function of schema
+-- pgrun the set no longer defines (functionset.go), so this file is the
 -- record a reader and an upgrade can go by: a signature leaves the API here, in the
 -- same change that appends parameters to its successor (docs/upgrading.md). Version 0
 -- is everything before the API carried a version.
 
--- from children.sql
+-- from 33_children.sql
 drop function if exists pgrun.defer_job(bigint, integer, jsonb, double precision); -- retired in version 0
 drop function if exists pgrun.defer_job(bigint, integer, jsonb, double precision, text); -- retired in version 1
 
--- from claim.sql
+-- from 30_claim.sql
 drop function if exists pgrun.claim_jobs(text, text, integer, interval, text[]); -- retired in version 0
 drop function if exists pgrun.claim_jobs(text, text, integer, interval, text[], text[]); -- retired in version 0
 drop function if exists pgrun.renew_leases(text, bigint[], interval); -- retired in version 1
 
--- from dispatch.sql
+-- from 34_dispatch.sql
 drop function if exists pgrun.dispatch_finished(bigint[]); -- retired in version 0
 -- The row trigger jobs_before_finish (retired in version 0), then its function. It is
 -- dropped only where it exists: DROP TRIGGER locks the table even when there is
@@ -27,24 +28,24 @@ begin
 end $$;
 drop function if exists pgrun.jobs_before_finish(); -- retired in version 0
 
--- from enqueue.sql
+-- from 20_enqueue.sql
 drop function if exists pgrun.replace_queued(text, jsonb, integer, timestamptz); -- retired in version 0
 drop function if exists pgrun.enqueue_job(text, jsonb, text, integer, timestamptz, integer, text, bigint, text, interval, jsonb); -- retired in version 0
 drop function if exists pgrun.enqueue_job(text, jsonb, text, integer, timestamptz, integer, text, bigint, text, interval, jsonb, text, interval, text); -- retired in version 1
 
--- from maintain.sql
+-- from 62_maintain.sql
 drop function if exists pgrun.maintain(integer, interval, integer); -- retired in version 0
 drop function if exists pgrun.maintain(integer, interval, integer, interval); -- retired in version 0
 
--- from queues.sql
+-- from 50_queues.sql
 drop function if exists pgrun.set_queue(text, integer, integer, interval, integer, interval, integer, interval, interval, interval, boolean, text[]); -- retired in version 0
 drop function if exists pgrun.set_queue(text, integer, integer, interval, integer, interval, interval, integer, interval, interval, interval, boolean, text[]); -- retired in version 0
 drop function if exists pgrun.set_queue(text, integer, integer, interval, integer, interval, interval, integer, interval, interval, interval, boolean, text[], interval); -- retired in version 0
 
--- from runs.sql
+-- from 41_runs.sql
 drop function if exists pgrun.node_dependents(pgrun.runs, text); -- retired in version 0
 
--- from transitions.sql
+-- from 32_transitions.sql
 drop function if exists pgrun.complete_jobs(bigint[], integer[], jsonb[]); -- retired in version 0
 drop function if exists pgrun.complete_jobs(bigint[], integer[], jsonb[], text); -- retired in version 1
 drop function if exists pgrun.complete_job(bigint, integer, jsonb); -- retired in version 0
@@ -58,10 +59,10 @@ drop function if exists pgrun.retry_later(bigint, integer, interval, text, text)
 drop function if exists pgrun.requeue_job(bigint, integer, text); -- retired in version 0
 drop function if exists pgrun.requeue_job(bigint, integer, text, text); -- retired in version 1
 
--- from workers.sql
+-- from 12_workers.sql
 drop function if exists pgrun.worker_heartbeat(text, text, integer, text[], text[], text, text); -- retired in version 0
 drop function if exists pgrun.worker_heartbeat(text, text, integer, text[], text[], text, text, interval); -- retired in version 0
 drop function if exists pgrun.worker_heartbeat(text, text, integer, text[], text[], text, text, interval, text[]); -- retired in version 0
 
--- from enqueue_batch.sql
+-- from 21_enqueue_batch.sql
 drop function if exists pgrun.enqueue_batch(text[], jsonb[], text[], integer[], timestamptz[], integer[], text[], bigint[], text[], interval[], jsonb[], text[]); -- retired in version 1

@@ -1,11 +1,11 @@
--- privileges.sql: who may call what. Applied after every other file (migrate.go ranks
--- it last). PUBLIC gets nothing in schema pgrun; three roles get what they need:
+-- 90_privileges.sql: who may call what. Applied after every other file (its number
+-- is the highest). PUBLIC gets nothing in schema pgrun; three roles get what they need:
 --   enqueuer  enqueue (functions and a plain INSERT of its own fields), start runs,
 --             submit input, read jobs, runs and the views
 --   worker    claim, report outcomes, renew leases, heartbeat, progress and events
 --   admin     queues, schedules, worker control, cancel, retry, workflows, maintain,
 --             the tenant mode, and read everything
--- With the tenant mode on (tenants.sql), row-level security limits an enqueuer to its
+-- With the tenant mode on (10_tenants.sql), row-level security limits an enqueuer to its
 -- own tenant's rows; its policies are created here, since they name the roles.
 -- Functions a role calls that write what the role may not write directly run as
 -- the engine (SECURITY DEFINER, search_path pinned with pg_temp last, no SQL built

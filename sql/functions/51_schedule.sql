@@ -1,4 +1,4 @@
--- schedule.sql: cron schedules evaluated in SQL, fired by maintain() exactly once
+-- 51_schedule.sql: cron schedules evaluated in SQL, fired by maintain() exactly once
 -- per slot however many runners call it, with no pg_cron.
 
 -- Cron limits (docs/sql-api.md, "Limits"). An expression is checked against them

@@ -1,4 +1,4 @@
--- claim.sql: handing queued jobs to a worker under a lease, within the queue's
+-- 30_claim.sql: handing queued jobs to a worker under a lease, within the queue's
 -- policy (paused, max_running, rate_limit, concurrency_limit) and the operator's
 -- worker control.
 

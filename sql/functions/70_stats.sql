@@ -1,4 +1,4 @@
--- stats.sql: queue_stats' numbers, in time that does not grow with the backlog.
+-- 70_stats.sql: queue_stats' numbers, in time that does not grow with the backlog.
 --
 -- Counting every queued row of a queue holding a million costs a second; an operator's
 -- dashboard asks every few seconds. So each number is counted exactly up to

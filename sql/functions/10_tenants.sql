@@ -1,4 +1,4 @@
--- tenants.sql: the optional tenant mode. With it on, every job and run carries the
+-- 10_tenants.sql: the optional tenant mode. With it on, every job and run carries the
 -- tenant of the session that enqueued or started it, and row-level security lets an
 -- enqueuer see, cancel and attach to (submit input to, replace by unique key) only
 -- its own tenant's rows; workers and administrators see all. The tenant comes from

@@ -1,4 +1,4 @@
--- children.sql: coordinator jobs. A running job defers to children and waits; each
+-- 33_children.sql: coordinator jobs. A running job defers to children and waits; each
 -- child that finishes counts towards the parent, which succeeds or fails in the same
 -- transaction as the child that decided it. The children one statement finishes (a
 -- batch of completions) are counted together, with one write of each parent.
@@ -8,7 +8,7 @@
 -- fails as soon as the failed share of its children reaches failure_ratio (default
 -- 1.0: only if all fail) and succeeds when all have finished below it. With no
 -- children it succeeds at once. Returns the parent, or NULL if (id, attempt) is not
--- running (under worker and claim_id, when given: see transitions.sql).
+-- running (under worker and claim_id, when given: see 32_transitions.sql).
 create or replace function pgrun.defer_job(
   id             bigint,
   attempt        integer,

@@ -1,10 +1,10 @@
--- dag.sql: DAG workflows. A definition is checked once (define_workflow); a run
+-- 40_dag.sql: DAG workflows. A definition is checked once (define_workflow); a run
 -- creates one job per node (start_run); when a node finishes, node_finished releases
 -- its dependents in the same transaction: their args are resolved from references,
 -- skip_if is evaluated, and they are queued, skipped, fanned out (map) or parked to
 -- wait for an input.
 
--- Limits of a workflow, next to the general ones in common.sql.
+-- Limits of a workflow, next to the general ones in 01_common.sql.
 --   max_workflow_nodes  1,000 nodes per workflow. define_workflow's checks are linear in
 --                       the graph, but every node's dispatch reads the spec, so a run
 --                       costs O(nodes^2) in all; 1,000 keeps that in seconds. A bigger

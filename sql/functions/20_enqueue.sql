@@ -1,4 +1,4 @@
--- enqueue.sql: how a job enters the engine (enqueue_batch.sql has the batch forms).
+-- 20_enqueue.sql: how a job enters the engine (21_enqueue_batch.sql has the batch forms).
 -- A plain INSERT INTO pgrun.jobs is an enqueue too: the BEFORE trigger validates it
 -- and fills defaults, the AFTER statement trigger registers the queue and sends the
 -- wake-up NOTIFY inside the writer's transaction (a rolled-back enqueue wakes nobody).

@@ -1,5 +1,9 @@
--- common.sql: the clock seam, input checks, backoff and the event writer shared by
--- every other file. Applied first (files are applied in name order).
+-- 01_common.sql: the clock seam, input checks, backoff and the event writer shared by
+-- every other file. Files are applied in the order of their names: 00-09 the
+-- foundation (the API version, these helpers, the retired signatures), then one band
+-- of ten per concern, 80 the views and 90 the grants. A language sql function's body
+-- is checked when it is created, so what it calls must sit in an earlier file; a
+-- PL/pgSQL body is resolved when it first runs, and may call any file's functions.
 
 -- clock is the engine's notion of "now": the transaction's now(). Test databases may
 -- pin it with SET pgrun.now = '2030-01-01 00:00Z' (schedules, backoff, leases and

@@ -1,4 +1,4 @@
--- failover.sql: coming through a failover or an outage without losing work or running
+-- 11_failover.sql: coming through a failover or an outage without losing work or running
 -- it again when it need not run (docs/reliability.md). Two rules live here: the
 -- server epoch, from which the reaper judges leases again after a server start or a
 -- promotion (maintain() records it; reap_expired_leases and flag_dead_workers honour

@@ -1,4 +1,4 @@
--- runs.sql: running a DAG workflow. start_run creates the run and a job per node;
+-- 41_runs.sql: running a DAG workflow. start_run creates the run and a job per node;
 -- node_finished (called by dispatch when a node job finishes) releases dependents,
 -- skips what a failure cuts off and ends the run; node_redriven (called by retry_job)
 -- and retry_run resume a run that ended on a failure.

@@ -1,10 +1,10 @@
--- enqueue_batch.sql: the one enqueue path. enqueue_columns enqueues a batch given as
+-- 21_enqueue_batch.sql: the one enqueue path. enqueue_columns enqueues a batch given as
 -- one array per attribute of pgrun.job_spec (0014_job_spec), and is what every other
 -- form calls: enqueue_specs unzips an array of specs into it, enqueue_batch and the Go
 -- client's EnqueueMany send typed arrays (the cheapest to encode, and no row of a
 -- composite type is built per job), enqueue_jobs (JSON) parses into specs, and
--- enqueue_job (enqueue.sql) is a batch of one. The rules a spec must follow are
--- job_spec_fault's (enqueue.sql), shared with the insert trigger.
+-- enqueue_job (20_enqueue.sql) is a batch of one. The rules a spec must follow are
+-- job_spec_fault's (20_enqueue.sql), shared with the insert trigger.
 
 -- enqueue_columns enqueues a job for each spec and returns one row per spec, in the
 -- specs' order: the job and whether it was deduplicated (pgrun.enqueued). The k-th

@@ -1,4 +1,4 @@
--- telemetry.sql: per-host hardware samples, kept bounded.
+-- 14_telemetry.sql: per-host hardware samples, kept bounded.
 
 -- record_hw stores one sample for host (CPU %, memory in bytes, GPUs as a JSON array
 -- of {index, name, memory_total, memory_used, utilization}), deletes that host's
