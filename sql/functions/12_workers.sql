@@ -1,4 +1,5 @@
--- 12_workers.sql: the registry runners heartbeat into.
+-- 12_workers.sql: the registry runners heartbeat into, and the maintain() steps that
+-- keep it true: flagging workers that went silent holding jobs, forgetting old ones.
 
 -- worker_heartbeat records that worker id is alive (inserting it on first call) with
 -- what it serves, which models it holds warm and how often it heartbeats (cadence: a
@@ -51,5 +52,65 @@ begin
         last_seen = excluded.last_seen, cadence = excluded.cadence, flagged_dead_at = null,
         servable = excluded.servable, kinds = excluded.kinds;
   return v_now;
+end;
+$$;
+
+-- flag_dead_workers flags workers that went silent for three heartbeat cadences while
+-- holding running jobs (flagged_dead_at, and a worker.dead event on each of their
+-- jobs); the lease reaper brings the jobs back. A heartbeat clears the flag. Within
+-- three of a worker's cadences after a server start or a promotion (server_epochs) it
+-- is not flagged: its silence was the outage's, and it has not had the time to come
+-- back yet. Returns how many were flagged.
+create or replace function pgrun.flag_dead_workers()
+returns integer
+language plpgsql
+set search_path = pgrun, pg_catalog
+as $$
+declare
+  v_now     timestamptz := pgrun.clock();
+  v_since   timestamptz := pgrun.epoch_since();
+  v_silent  text[];
+  n         integer;
+begin
+  -- The silent workers first, from the small workers table: usually there are none,
+  -- and the running jobs are not read at all.
+  v_silent := array(select w.id from pgrun.workers w
+                    where w.flagged_dead_at is null and w.state <> 'stopped'
+                      and not pgrun.worker_alive(w, v_now)
+                      and not pgrun.in_epoch_grace(v_since, 3 * w.cadence, v_now));
+  if cardinality(v_silent) = 0 then
+    return 0;
+  end if;
+  with dead as (
+    update pgrun.workers w set flagged_dead_at = v_now
+    where w.id = any (v_silent) and w.flagged_dead_at is null
+      and exists (select 1 from pgrun.jobs j where j.status = 'running' and j.claimed_by = w.id)
+    returning w.id, w.host, w.last_seen
+  ),
+  logged as (
+    insert into pgrun.job_events (job_id, at, event, level, message, fields)
+    select j.id, v_now, 'worker.dead', 'error',
+           format('worker %s on %s last heartbeat at %s: flagged dead', d.id, d.host, d.last_seen),
+           jsonb_build_object('worker', d.id, 'host', d.host, 'last_seen', d.last_seen)
+    from dead d join pgrun.jobs j on j.claimed_by = d.id and j.status = 'running'
+  )
+  select count(*) into n from dead;
+  return n;
+end;
+$$;
+
+-- forget_workers deletes workers not seen for after (default a day). Returns how many.
+create or replace function pgrun.forget_workers(after interval default interval '1 day')
+returns integer
+language plpgsql
+set search_path = pgrun, pg_catalog
+as $$
+declare
+  n integer;
+begin
+  perform pgrun.check_positive_interval('after', after);
+  delete from pgrun.workers w where w.last_seen < pgrun.clock() - coalesce(after, interval '1 day');
+  get diagnostics n = row_count;
+  return n;
 end;
 $$;
