@@ -61,6 +61,7 @@ func TestRetentionPrunesAndArchives(t *testing.T) {
 	var out string
 	c.queryRow(`select pgrun.maintain(batch => 3)::text`, nil, &out)
 	require.Contains(t, out, `"pruned": 3`, "bounded batches")
+	c.set(old.Add(2*24*time.Hour + time.Minute)) // prune_history runs once a minute
 	c.exec(`select pgrun.maintain()`)
 	var left, archived int
 	c.queryRow(`select count(*) from pgrun.jobs where queue = 'keep'`, nil, &left)

@@ -124,8 +124,50 @@ begin
 end;
 $$;
 
+-- set_maintenance_step sets how often maintain() runs step: '0' every round, else at
+-- most once per every (up to a day), counted from the step's last run. It changes
+-- nothing else: a step called alone ignores its cadence. An unknown step or a bad
+-- interval raises 22023. Returns the step's row.
+create or replace function pgrun.set_maintenance_step(step text, every interval)
+returns pgrun.maintenance_steps
+language plpgsql
+set search_path = pgrun, pg_catalog
+as $$
+#variable_conflict use_column
+declare
+  r pgrun.maintenance_steps;
+begin
+  if not exists (select 1 from pgrun.maintenance_steps s where s.step = set_maintenance_step.step) then
+    raise exception 'maintenance step % is not known', coalesce(quote_literal(step), 'NULL')
+      using errcode = '22023',
+            hint = format('Use one of %s.', (select string_agg(s.step, ', ' order by s.step) from pgrun.maintenance_steps s));
+  end if;
+  if every is null or every < interval '0' or every > interval '1 day' then
+    raise exception 'maintenance cadence % of step % is not valid', coalesce(every::text, 'NULL'), step
+      using errcode = '22023',
+            hint = 'Pass ''0'' to run the step every round, or an interval up to a day such as ''1 minute''.';
+  end if;
+  update pgrun.maintenance_steps s set every = set_maintenance_step.every
+  where s.step = set_maintenance_step.step
+  returning * into r;
+  return r;
+end;
+$$;
+
+-- step_ms is one entry of maintain()'s "steps": {"<step>": {"ms": wall-clock
+-- milliseconds since began, to the microsecond}}.
+create or replace function pgrun.step_ms(step text, began timestamptz)
+returns jsonb
+language sql
+volatile
+set search_path = pgrun, pg_catalog
+as $$
+  select jsonb_build_object(step, jsonb_build_object('ms',
+           round(extract(epoch from clock_timestamp() - began) * 1000, 3)))
+$$;
+
 -- maintain does one round of periodic work and returns what it did as JSON. Steps,
--- in order (each is a function of its own, see above):
+-- in order (each is a function of its own, callable alone):
 --   note_server_epoch    record a server start or promotion (11_failover.sql): leases and
 --                        workers get a grace of their own length after it
 --   reap_expired_leases  requeue (or, past lease_budget, fail) jobs whose lease ran out
@@ -140,6 +182,15 @@ $$;
 -- other steps still run. If reap_expired_leases or fail_overdue fails on a batch,
 -- its rows are retried one by one and a row that still fails ends failed (class
 -- maintenance_error, naming the step).
+--
+-- Cadence: every step but note_server_epoch has a row in pgrun.maintenance_steps
+-- (set_maintenance_step). A step with a cadence runs when it has passed since the
+-- step's last run (or the clock is now before that run: it was moved back), and the
+-- round records the run; the others sit the round out, listed under "not_due". The
+-- rows of due steps are taken with SKIP LOCKED, so a step that another round is
+-- running right now is left to it (and listed as not due) instead of waited for. By
+-- default forget_workers and prune_history run once a minute, the rest every round.
+-- "steps" gives each step that ran its wall-clock time: {"prune_history": {"ms": 0.4}}.
 --
 -- Leadership: with leader (a worker id), maintain works only while leader holds the
 -- maintenance lease (take_maintenance with leader_lease), and otherwise returns
@@ -160,6 +211,7 @@ set search_path = pgrun, pg_catalog
 as $$
 #variable_conflict use_column
 declare
+  v_now      timestamptz := pgrun.clock();
   v_leases   jsonb := '{}';
   v_rows     jsonb;
   v_timed    integer := 0;
@@ -171,6 +223,9 @@ declare
   v_errors   jsonb := '{}';
   v_broken   jsonb := '[]';
   v_holder   text;
+  v_steps    jsonb := '{}';
+  v_not_due  text[];
+  v_began    timestamptz;
 begin
   if lease_budget is null or lease_budget < 0 then
     raise exception 'lease_budget % is not valid', coalesce(lease_budget::text, 'NULL')
@@ -194,51 +249,100 @@ begin
     return jsonb_build_object('skipped', true, 'leader', v_holder);
   end if;
 
+  -- The steps with a cadence that are due: taken for this round, the run recorded.
+  -- (The outer select reads the rows as they were before the update; it needs only
+  -- their names and cadences.)
+  with due as (
+    select s.step from pgrun.maintenance_steps s
+    where s.every > interval '0'
+      and (s.last_run_at is null or s.last_run_at > v_now or s.last_run_at + s.every <= v_now)
+    for update skip locked
+  ),
+  taken as (
+    update pgrun.maintenance_steps s set last_run_at = v_now
+    from due where s.step = due.step
+    returning s.step
+  )
+  select array(select s.step from pgrun.maintenance_steps s
+               where s.every > interval '0' and s.step not in (select t.step from taken t)
+               order by s.step)
+  into v_not_due;
+
+  v_began := clock_timestamp();
   begin
     perform pgrun.note_server_epoch();
   exception when others then
     v_errors := v_errors || jsonb_build_object('note_server_epoch', sqlerrm);
   end;
-  begin
-    v_leases := pgrun.reap_expired_leases(lease_budget, batch);
-  exception when others then
-    v_errors := v_errors || jsonb_build_object('reap_expired_leases', sqlerrm);
-    v_rows := pgrun.maintain_rows('reap_expired_leases', pgrun.expired_leases(batch), lease_budget, stall_window);
-    v_broken := v_broken || (v_rows -> 'broken');
-  end;
-  begin
-    v_timed := pgrun.fail_overdue(stall_window, batch);
-  exception when others then
-    v_errors := v_errors || jsonb_build_object('fail_overdue', sqlerrm);
-    v_rows := pgrun.maintain_rows('fail_overdue', pgrun.overdue_jobs(stall_window, batch), lease_budget, stall_window);
-    v_timed := (v_rows ->> 'done')::integer;
-    v_broken := v_broken || (v_rows -> 'broken');
-  end;
-  begin
-    v_dead := pgrun.flag_dead_workers();
-  exception when others then
-    v_errors := v_errors || jsonb_build_object('flag_dead_workers', sqlerrm);
-  end;
-  begin
-    v_workers := pgrun.forget_workers();
-  exception when others then
-    v_errors := v_errors || jsonb_build_object('forget_workers', sqlerrm);
-  end;
-  begin
-    v_outbox := pgrun.drain_outbox(batch);
-  exception when others then
-    v_errors := v_errors || jsonb_build_object('drain_outbox', sqlerrm);
-  end;
-  begin
-    v_fired := pgrun.fire_schedules(batch);
-  exception when others then
-    v_errors := v_errors || jsonb_build_object('fire_schedules', sqlerrm);
-  end;
-  begin
-    v_pruned := pgrun.prune_history(default_retention, batch);
-  exception when others then
-    v_errors := v_errors || jsonb_build_object('prune_history', sqlerrm);
-  end;
+  v_steps := v_steps || pgrun.step_ms('note_server_epoch', v_began);
+  if not 'reap_expired_leases' = any (v_not_due) then
+    v_began := clock_timestamp();
+    begin
+      v_leases := pgrun.reap_expired_leases(lease_budget, batch);
+    exception when others then
+      v_errors := v_errors || jsonb_build_object('reap_expired_leases', sqlerrm);
+      v_rows := pgrun.maintain_rows('reap_expired_leases', pgrun.expired_leases(batch), lease_budget, stall_window);
+      v_broken := v_broken || (v_rows -> 'broken');
+    end;
+    v_steps := v_steps || pgrun.step_ms('reap_expired_leases', v_began);
+  end if;
+  if not 'fail_overdue' = any (v_not_due) then
+    v_began := clock_timestamp();
+    begin
+      v_timed := pgrun.fail_overdue(stall_window, batch);
+    exception when others then
+      v_errors := v_errors || jsonb_build_object('fail_overdue', sqlerrm);
+      v_rows := pgrun.maintain_rows('fail_overdue', pgrun.overdue_jobs(stall_window, batch), lease_budget, stall_window);
+      v_timed := (v_rows ->> 'done')::integer;
+      v_broken := v_broken || (v_rows -> 'broken');
+    end;
+    v_steps := v_steps || pgrun.step_ms('fail_overdue', v_began);
+  end if;
+  if not 'flag_dead_workers' = any (v_not_due) then
+    v_began := clock_timestamp();
+    begin
+      v_dead := pgrun.flag_dead_workers();
+    exception when others then
+      v_errors := v_errors || jsonb_build_object('flag_dead_workers', sqlerrm);
+    end;
+    v_steps := v_steps || pgrun.step_ms('flag_dead_workers', v_began);
+  end if;
+  if not 'forget_workers' = any (v_not_due) then
+    v_began := clock_timestamp();
+    begin
+      v_workers := pgrun.forget_workers();
+    exception when others then
+      v_errors := v_errors || jsonb_build_object('forget_workers', sqlerrm);
+    end;
+    v_steps := v_steps || pgrun.step_ms('forget_workers', v_began);
+  end if;
+  if not 'drain_outbox' = any (v_not_due) then
+    v_began := clock_timestamp();
+    begin
+      v_outbox := pgrun.drain_outbox(batch);
+    exception when others then
+      v_errors := v_errors || jsonb_build_object('drain_outbox', sqlerrm);
+    end;
+    v_steps := v_steps || pgrun.step_ms('drain_outbox', v_began);
+  end if;
+  if not 'fire_schedules' = any (v_not_due) then
+    v_began := clock_timestamp();
+    begin
+      v_fired := pgrun.fire_schedules(batch);
+    exception when others then
+      v_errors := v_errors || jsonb_build_object('fire_schedules', sqlerrm);
+    end;
+    v_steps := v_steps || pgrun.step_ms('fire_schedules', v_began);
+  end if;
+  if not 'prune_history' = any (v_not_due) then
+    v_began := clock_timestamp();
+    begin
+      v_pruned := pgrun.prune_history(default_retention, batch);
+    exception when others then
+      v_errors := v_errors || jsonb_build_object('prune_history', sqlerrm);
+    end;
+    v_steps := v_steps || pgrun.step_ms('prune_history', v_began);
+  end if;
 
   return jsonb_build_object(
     'lease_requeued', coalesce((v_leases ->> 'requeued')::integer, 0),
@@ -250,7 +354,9 @@ begin
     'pruned', v_pruned,
     'outbox_dispatched', coalesce(v_outbox -> 'dispatched', '0'),
     'outbox_retried', coalesce(v_outbox -> 'retried', '0'),
-    'outbox_poisoned', coalesce(v_outbox -> 'poisoned', '0'))
+    'outbox_poisoned', coalesce(v_outbox -> 'poisoned', '0'),
+    'steps', v_steps,
+    'not_due', to_jsonb(v_not_due))
     || case when v_errors = '{}' then '{}'::jsonb
             else jsonb_build_object('errors', v_errors, 'broken_jobs', v_broken) end;
 end;

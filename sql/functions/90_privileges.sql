@@ -44,7 +44,7 @@ as $$
     'cancel_job', 'retry_job', 'retry_jobs', 'cancel_run', 'retry_run', 'define_workflow',
     'pause_queue', 'resume_queue', 'set_queue', 'set_schedule', 'drop_schedule', 'pause_schedule',
     'resume_schedule', 'set_worker_control', 'worker_modes', 'maintain', 'take_maintenance',
-    'reap_expired_leases', 'fail_overdue', 'flag_dead_workers', 'forget_workers', 'prune_history',
+    'set_maintenance_step', 'reap_expired_leases', 'fail_overdue', 'flag_dead_workers', 'forget_workers', 'prune_history',
     'drain_outbox', 'fire_schedules', 'dispatch', 'note_server_epoch', 'set_tenant_mode', 'grant_tenant', 'revoke_tenant',
     -- the queue_stats view's numbers (every tenant's counts, no payload)
     'queue_counts']
@@ -121,7 +121,8 @@ begin
   foreach f in array array['cancel_job', 'retry_job', 'retry_jobs', 'cancel_run', 'retry_run',
                            'define_workflow', 'pause_queue', 'resume_queue', 'set_queue', 'set_schedule',
                            'drop_schedule', 'pause_schedule', 'resume_schedule', 'set_worker_control',
-                           'worker_modes', 'maintain', 'take_maintenance', 'reap_expired_leases',
+                           'worker_modes', 'maintain', 'take_maintenance', 'set_maintenance_step',
+                           'reap_expired_leases',
                            'fail_overdue', 'flag_dead_workers', 'forget_workers', 'prune_history',
                            'drain_outbox', 'fire_schedules', 'job_timeline', 'cron_next', 'clock',
                            'note_server_epoch',
