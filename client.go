@@ -287,7 +287,7 @@ func (b *batch) add(i, n int, s JobSpec) error {
 	}
 	// The engine checks the ranges; a value past int32 cannot even be sent.
 	if s.Priority < math.MinInt32 || s.Priority > math.MaxInt32 {
-		return fmt.Errorf("pgrun: enqueue %s: priority %d is not valid (0 to 32767)", s.Kind, s.Priority)
+		return fmt.Errorf("pgrun: enqueue %s: priority %d is not valid (%d to %d)", s.Kind, s.Priority, MinPriority, MaxPriority)
 	}
 	if s.MaxAttempts < math.MinInt32 || s.MaxAttempts > math.MaxInt32 {
 		return fmt.Errorf("pgrun: enqueue %s: max attempts %d is not valid (1 to %d)", s.Kind, s.MaxAttempts, math.MaxInt32)

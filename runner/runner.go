@@ -22,7 +22,6 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
-	"regexp"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -38,9 +37,9 @@ import (
 
 // Defaults for Config fields left zero.
 const (
-	// DefaultLease is long enough to survive a GC pause and a slow network, short
-	// enough that a dead worker's jobs come back within a minute.
-	DefaultLease = 30 * time.Second
+	// DefaultLease is the lease when neither Config.Lease nor the queue's
+	// default_lease names one: pgrun.DefaultLease, the engine's.
+	DefaultLease = pgrun.DefaultLease
 	// DefaultPollInterval bounds what a lost notification costs: a second.
 	DefaultPollInterval = time.Second
 	// DefaultShutdownGrace leaves in-flight jobs 25 s to finish on SIGTERM, inside
@@ -129,8 +128,6 @@ type Config struct {
 	// host (pgrun.record_hw); 0 means DefaultTelemetryInterval, negative disables.
 	TelemetryInterval time.Duration
 }
-
-var queueName = regexp.MustCompile(`^[a-z][a-z0-9_.-]{0,62}$`)
 
 // Runner claims and runs jobs. Create it with [New], register handlers with
 // [Handle], then call [Runner.Run].
@@ -256,8 +253,8 @@ func (cfg Config) Validate() error {
 	}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Queues)) {
 		q := cfg.Queues[name]
-		if !queueName.MatchString(name) {
-			return fmt.Errorf("runner: queue name %q is not valid (1 to 63 of a-z, 0-9, _ - . starting with a letter)", name)
+		if !pgrun.ValidQueueName(name) {
+			return fmt.Errorf("runner: queue name %q is not valid (%s)", name, pgrun.QueueNameFormat)
 		}
 		if q.Workers > MaxWorkers || q.Workers < 0 || (q.Workers == 0 && !q.GPU) {
 			return fmt.Errorf("runner: queue %s: workers %d is not valid (1 to %d)", name, q.Workers, MaxWorkers)

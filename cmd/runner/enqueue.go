@@ -119,7 +119,7 @@ func newEnqueueCmd(g *globals) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&spec.Queue, "queue", "default", "queue name")
-	f.IntVar(&spec.Priority, "priority", 0, "priority: lower runs first, 0 (most urgent) to 32767")
+	f.IntVar(&spec.Priority, "priority", 0, fmt.Sprintf("priority: lower runs first, %d (most urgent) to %d", pgrun.MinPriority, pgrun.MaxPriority))
 	f.StringVar(&runAt, "run-at", "", "run at this RFC 3339 time")
 	f.DurationVar(&delay, "delay", 0, "run after this delay")
 	f.IntVar(&spec.MaxAttempts, "max-attempts", 0, "failed attempts before the job fails for good (default 25)")

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
+	"github.com/pgrun/pgrun"
 	"github.com/pgrun/pgrun/examples/embeddings"
 	"github.com/pgrun/pgrun/gpu"
 	"github.com/pgrun/pgrun/runner"
@@ -182,8 +182,6 @@ LISTEN and new jobs wait up to --poll-interval. See docs/poolers.md.`,
 // version is recorded in pgrun.workers.
 const version = "0.1.0-dev"
 
-var queueSpecName = regexp.MustCompile(`^[a-z][a-z0-9_.-]{0,62}$`)
-
 // parseQueues reads "default=8,images=2,gpu=gpu" strictly: every part must be name=N
 // with a valid queue name and N from 1 to maxQueueWorkers (or gpu), and no queue may
 // appear twice.
@@ -194,8 +192,8 @@ func parseQueues(spec string) (map[string]runner.QueueConfig, error) {
 		if !ok {
 			return nil, fmt.Errorf("--queues part %s is not name=N", clip(part))
 		}
-		if !queueSpecName.MatchString(name) {
-			return nil, fmt.Errorf("--queues: queue name %s is not valid (1 to 63 of a-z, 0-9, _ - . starting with a letter)", clip(name))
+		if !pgrun.ValidQueueName(name) {
+			return nil, fmt.Errorf("--queues: queue name %s is not valid (%s)", clip(name), pgrun.QueueNameFormat)
 		}
 		if _, dup := out[name]; dup {
 			return nil, fmt.Errorf("--queues: queue %s is given twice", name)

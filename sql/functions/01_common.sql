@@ -26,6 +26,76 @@ as $$
   end
 $$;
 
+-- The shared rules, each written once. They are bodies bound when created (RETURN,
+-- no SET clause: there is nothing to look up at call time), so PostgreSQL inlines
+-- them into the query that calls them and plans it exactly as if the rule were
+-- written out there. The Go package mirrors them (rules.go), checked by
+-- tests/shared_rules_test.go. Where a partial index's predicate spells a rule out,
+-- the queries that must match that index spell it out the same way, and say so.
+
+-- active_statuses are the states of a job that is not finished: it holds its unique
+-- key, and cancelling it or its parent still means something.
+create or replace function pgrun.active_statuses()
+returns pgrun.job_status[]
+language sql
+immutable
+parallel safe
+return array['pending', 'queued', 'running', 'waiting']::pgrun.job_status[];
+
+-- is_active reports whether status is one of active_statuses().
+create or replace function pgrun.is_active(status pgrun.job_status)
+returns boolean
+language sql
+immutable
+parallel safe
+return status = any (pgrun.active_statuses());
+
+-- valid_queue_name is the queue-name format: 1 to 63 characters from a-z, 0-9, _, -
+-- and . starting with a letter. (The pattern has no bounded repeat, {0,62}: the
+-- length is checked apart, since a bounded repeat makes the regex engine several
+-- times slower.)
+create or replace function pgrun.valid_queue_name(q text)
+returns boolean
+language sql
+immutable
+parallel safe
+return q ~ '^[a-z][a-z0-9_.-]*$' and octet_length(q) <= 63;
+
+-- min_priority and max_priority bound a job's priority: 0, the default and most
+-- urgent, up to 32767 (the column is a smallint); lower runs first.
+create or replace function pgrun.min_priority()
+returns integer
+language sql
+immutable
+parallel safe
+return 0;
+
+create or replace function pgrun.max_priority()
+returns integer
+language sql
+immutable
+parallel safe
+return 32767;
+
+-- default_lease is the lease of a claim whose caller and queue name none: long enough
+-- to survive a GC pause and a slow network, short enough that a dead worker's jobs
+-- come back within a minute.
+create or replace function pgrun.default_lease()
+returns interval
+language sql
+immutable
+parallel safe
+return interval '30 seconds';
+
+-- worker_silence is how long a worker may go unheard before it counts as gone: three
+-- of its heartbeat cadences (worker_alive below; flag_dead_workers).
+create or replace function pgrun.worker_silence(cadence interval)
+returns interval
+language sql
+immutable
+parallel safe
+return 3 * cadence;
+
 -- check_queue_name raises 22023 unless q is a valid queue name; returns q.
 create or replace function pgrun.check_queue_name(q text)
 returns text
@@ -34,7 +104,7 @@ immutable
 set search_path = pgrun, pg_catalog
 as $$
 begin
-  if q is null or q !~ '^[a-z][a-z0-9_.-]{0,62}$' then
+  if q is null or not pgrun.valid_queue_name(q) then
     raise exception 'queue name % is not valid', coalesce(quote_literal(q), 'NULL')
       using errcode = '22023',
             hint = 'Use 1 to 63 characters from a-z, 0-9, _, - and . starting with a letter.';
@@ -226,14 +296,14 @@ end;
 $$;
 
 -- worker_alive is the one rule for a live worker: not stopped, not flagged dead, and
--- heard from within three of its heartbeat cadences as of at.
+-- heard from within worker_silence (three of its heartbeat cadences) as of at.
 create or replace function pgrun.worker_alive(w pgrun.workers, at timestamptz)
 returns boolean
 language sql
 stable
 set search_path = pgrun, pg_catalog
 as $$
-  select w.state <> 'stopped' and w.flagged_dead_at is null and w.last_seen > at - 3 * w.cadence
+  select w.state <> 'stopped' and w.flagged_dead_at is null and w.last_seen > at - pgrun.worker_silence(w.cadence)
 $$;
 
 -- is_engine reports whether the current role may write engine-owned columns: the

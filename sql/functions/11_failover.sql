@@ -90,7 +90,7 @@ as $$
 $$;
 
 -- in_epoch_grace reports whether, at instant at, a lease of length lease_length (NULL:
--- 30 seconds) is still within the grace that follows the epoch that began at since:
+-- default_lease()) is still within the grace that follows the epoch that began at since:
 -- from since to since + lease_length. During it no lease is judged expired, however
 -- long ago it ran out: the gap before since was an outage or a failover, in which no
 -- runner could renew or report, and a live runner needs one lease length to reconnect,
@@ -102,7 +102,7 @@ language sql
 immutable
 set search_path = pgrun, pg_catalog
 as $$
-  select coalesce(at >= since and at < since + coalesce(lease_length, interval '30 seconds'), false)
+  select coalesce(at >= since and at < since + coalesce(lease_length, pgrun.default_lease()), false)
 $$;
 
 -- release_unheld hands back, in one call, every job running under worker whose claim

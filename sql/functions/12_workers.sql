@@ -55,10 +55,10 @@ begin
 end;
 $$;
 
--- flag_dead_workers flags workers that went silent for three heartbeat cadences while
--- holding running jobs (flagged_dead_at, and a worker.dead event on each of their
--- jobs); the lease reaper brings the jobs back. A heartbeat clears the flag. Within
--- three of a worker's cadences after a server start or a promotion (server_epochs) it
+-- flag_dead_workers flags workers that went silent for worker_silence (three heartbeat
+-- cadences) while holding running jobs (flagged_dead_at, and a worker.dead event on
+-- each of their jobs); the lease reaper brings the jobs back. A heartbeat clears the
+-- flag. Within worker_silence after a server start or a promotion (server_epochs) it
 -- is not flagged: its silence was the outage's, and it has not had the time to come
 -- back yet. Returns how many were flagged.
 create or replace function pgrun.flag_dead_workers()
@@ -77,7 +77,7 @@ begin
   v_silent := array(select w.id from pgrun.workers w
                     where w.flagged_dead_at is null and w.state <> 'stopped'
                       and not pgrun.worker_alive(w, v_now)
-                      and not pgrun.in_epoch_grace(v_since, 3 * w.cadence, v_now));
+                      and not pgrun.in_epoch_grace(v_since, pgrun.worker_silence(w.cadence), v_now));
   if cardinality(v_silent) = 0 then
     return 0;
   end if;

@@ -28,14 +28,14 @@ returns text
 language sql
 stable
 parallel safe
--- The patterns have no bounded repeat (the length is checked apart): {0,127} makes
+-- The pattern has no bounded repeat (the length is checked apart): {0,127} makes
 -- PostgreSQL's regex engine several times slower.
 return case
   when s.kind is null or s.kind !~ '^[A-Za-z][A-Za-z0-9_.:/-]*$' or octet_length(s.kind) > 128 then 'kind'
-  when s.queue !~ '^[a-z][a-z0-9_.-]*$' or octet_length(s.queue) > 63 then 'queue'
+  when not pgrun.valid_queue_name(s.queue) then 'queue'
   when jsonb_typeof(s.args) <> 'object' then 'args'
   when pg_column_size(s.args) > pgrun.max_json_bytes() then 'args size'
-  when s.priority not between 0 and 32767 then 'priority'
+  when s.priority not between pgrun.min_priority() and pgrun.max_priority() then 'priority'
   when not isfinite(s.run_at) then 'run_at'
   when s.max_attempts < 1 then 'max_attempts'
   when s.unique_key = '' or octet_length(s.unique_key) > pgrun.max_key_bytes() then 'unique_key'
@@ -86,7 +86,8 @@ begin
               hint = 'Keep payloads small: store large data in a table or object store and pass its key.';
     when 'priority' then
       raise exception '%priority % is not valid', at, s.priority
-        using errcode = '22023', hint = 'Use 0 (the default, most urgent) up to 32767; lower runs first.';
+        using errcode = '22023', hint = format('Use %s (the default, most urgent) up to %s; lower runs first.',
+                                                pgrun.min_priority(), pgrun.max_priority());
     when 'run_at' then
       raise exception '%run_at % is not a finite time', at, s.run_at
         using errcode = '22023',
@@ -225,9 +226,10 @@ $$;
 -- trigger checks with job_spec_fault itself; a rule left out here would let a complete
 -- row past. tests/invariant_enqueue_paths_test.go inserts a complete row breaking each
 -- of job_spec_fault's rules (the rules read from the function) and requires the
--- trigger's refusal, so the two cannot drift apart. The limits are max_json_bytes()
--- and max_key_bytes() written as numbers: each call here would be inlined again for
--- every statement (tests/enqueue_bulk_test.go checks them against the functions).
+-- trigger's refusal, so the two cannot drift apart. The shared rules are written out
+-- too (valid_queue_name's format, min_priority(), max_json_bytes() and
+-- max_key_bytes() as numbers): each call here would be inlined again for every
+-- statement (tests/enqueue_bulk_test.go checks the limits against the functions).
 select pgrun.ensure_ddl('trigger', 'jobs_before_insert', 'pgrun.jobs', $ddl$
 create or replace trigger jobs_before_insert
   before insert on pgrun.jobs

@@ -200,6 +200,8 @@ begin
     from spec s
     where s.i not in (select r.i from recent r)
     order by s.i -- the first spec of the batch with a key takes it
+    -- The predicate of jobs_unique_key_tenant_idx, spelled as the index spells it (the
+    -- statuses are active_statuses()): ON CONFLICT picks its arbiter by that predicate.
     on conflict (unique_key, tenant)
       where unique_key is not null and status in ('pending', 'queued', 'running', 'waiting')
       do nothing
@@ -230,7 +232,8 @@ begin
   left join keyed_new kn on kn.unique_key = s.unique_key and kn.tenant is not distinct from s.tenant
   left join taker tk on tk.i = s.i
   -- The active holder from before this statement (the statement's snapshot does not
-  -- see the rows inserted above).
+  -- see the rows inserted above), found through jobs_unique_key_tenant_idx: the
+  -- statuses are active_statuses() spelled as the index's predicate spells them.
   left join lateral (select h from pgrun.jobs h
                      where s.unique_key is not null and r.i is null and kn.unique_key is null
                        and h.unique_key = s.unique_key and h.tenant is not distinct from s.tenant
@@ -270,6 +273,7 @@ begin
                               model, timeout, meta, concurrency_key, model_required, tenant)
       values (one.kind, one.args, one.queue, one.priority, one.run_at, one.max_attempts, one.unique_key, one.parent_id,
               one.model, one.timeout, one.meta, one.concurrency_key, coalesce(one.model_required, false), kt)
+      -- As above: the index's predicate, spelled as the index spells it.
       on conflict (unique_key, tenant)
         where unique_key is not null and status in ('pending', 'queued', 'running', 'waiting')
         do nothing
@@ -289,7 +293,7 @@ begin
           end if;
         end if;
       end if;
-      select * into j from pgrun.jobs x
+      select * into j from pgrun.jobs x -- by jobs_unique_key_tenant_idx, as above
       where x.unique_key = one.unique_key and x.tenant is not distinct from kt
         and x.status in ('pending', 'queued', 'running', 'waiting');
       if found then

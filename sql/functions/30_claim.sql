@@ -9,9 +9,9 @@
 -- them running with attempt incremented (the count of claims), a new claim_id (the
 -- claim's token, unique to it: reports that present it match only this claim, and a
 -- handler may key its side effects on it) and a lease of the given length
--- (NULL: the queue's default_lease, else 30 seconds). after_priority, after_run_at
--- and after_id (the key of the last job this worker claimed) let the scan resume
--- there instead of at the queue's start; see below.
+-- (NULL: the queue's default_lease, else default_lease(), 30 seconds).
+-- after_priority, after_run_at and after_id (the key of the last job this worker
+-- claimed) let the scan resume there instead of at the queue's start; see below.
 -- Rows locked by another claimer are skipped (FOR UPDATE SKIP LOCKED), so concurrent
 -- claimers never block each other and never receive the same job. Returns no rows
 -- for a paused queue, for a worker whose host an operator set to drain or off for the
@@ -93,7 +93,7 @@ begin
   if q.paused or v_blocked then
     return;
   end if;
-  lease := coalesce(lease, q.default_lease, interval '30 seconds');
+  lease := coalesce(lease, q.default_lease, pgrun.default_lease());
   v_wait := coalesce(q.warm_wait, interval '5 seconds');
   -- Model affinity: advertise what is warm here (written only when it changed).
   if models is not null then
@@ -236,9 +236,9 @@ end;
 $$;
 
 -- renew_leases extends the leases of worker's running jobs to now + lease (NULL: each
--- job's queue default_lease, else 30 seconds) and returns the ids it extended. With ids
--- NULL every running job of the worker is renewed; with ids, only those; with
--- claim_ids (the runner passes the claims it holds), only jobs running under one of
+-- job's queue default_lease, else default_lease(), 30 seconds) and returns the ids it
+-- extended. With ids NULL every running job of the worker is renewed; with ids, only
+-- those; with claim_ids (the runner passes the claims it holds), only jobs running under one of
 -- those claims, so a claim the worker no longer holds (undone by a failover and made
 -- again, elsewhere or here) is not kept alive. An id the worker asked for but did not
 -- get back is no longer its to run (cancelled, reclaimed after its lease ran out,
@@ -262,9 +262,9 @@ begin
   return query
   update pgrun.jobs j
   set lease_expires_at = pgrun.clock() + coalesce(lease,
-        (select q.default_lease from pgrun.queues q where q.name = j.queue), interval '30 seconds'),
+        (select q.default_lease from pgrun.queues q where q.name = j.queue), pgrun.default_lease()),
       lease_length = coalesce(lease,
-        (select q.default_lease from pgrun.queues q where q.name = j.queue), interval '30 seconds')
+        (select q.default_lease from pgrun.queues q where q.name = j.queue), pgrun.default_lease())
   where j.status = 'running' and j.claimed_by = worker
     and (ids is null or j.id = any (ids))
     and (renew_leases.claim_ids is null or j.claim_id = any (renew_leases.claim_ids))

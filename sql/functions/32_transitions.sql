@@ -325,7 +325,7 @@ begin
   update pgrun.jobs j
   set status = 'cancelled', finished_at = pgrun.clock(), lease_expires_at = null,
       error = jsonb_build_object('class', 'cancelled', 'message', coalesce(reason, 'cancelled'))
-  where j.id = cancel_tree.id and j.status in ('pending', 'queued', 'running', 'waiting')
+  where j.id = cancel_tree.id and pgrun.is_active(j.status)
   returning j.* into j;
   if not found then
     return null;
@@ -339,7 +339,7 @@ begin
   -- told to stop (each recursion handles its own children).
   perform pgrun.cancel_tree(c.id, 'parent cancelled')
   from pgrun.jobs c
-  where c.parent_id = j.id and c.status in ('pending', 'queued', 'running', 'waiting');
+  where c.parent_id = j.id and pgrun.is_active(c.status);
   return j;
 end;
 $$;
@@ -369,7 +369,7 @@ begin
   exception when unique_violation then
     raise exception 'job % cannot be retried: another active job holds its unique_key', retry_job.id
       using errcode = '23505',
-            hint = 'Wait for or cancel the job that holds the key: SELECT id FROM pgrun.jobs WHERE unique_key = ... AND status IN (''pending'',''queued'',''running'',''waiting'');';
+            hint = 'Wait for or cancel the job that holds the key: SELECT id FROM pgrun.jobs WHERE unique_key = ... AND pgrun.is_active(status);';
   end;
   if not found then
     return null;

@@ -166,7 +166,7 @@ as $$
 begin
   perform pgrun.cancel_tree(c.id, 'parent failed')
   from (select x.id from pgrun.jobs x
-        where x.parent_id = cancel_children.parent_id and x.status in ('pending', 'queued', 'running', 'waiting')
+        where x.parent_id = cancel_children.parent_id and pgrun.is_active(x.status)
         order by x.id
         for update skip locked) c;
 end;

@@ -311,7 +311,7 @@ begin
       and x.node in (select pgrun.node_downstream(r, j.node));
     for todo in
       select y.id from pgrun.jobs y
-      where y.run_id = r.id and y.parent_id is null and y.status in ('pending', 'queued', 'running', 'waiting')
+      where y.run_id = r.id and y.parent_id is null and pgrun.is_active(y.status)
       order by y.id
     loop
       c := pgrun.cancel_tree(todo, format('run %s failed at node %s', r.id, j.node));
@@ -340,7 +340,7 @@ begin
   end loop;
 
   if not exists (select 1 from pgrun.jobs x where x.run_id = r.id and x.parent_id is null
-                 and x.status in ('pending', 'queued', 'running', 'waiting')) then
+                 and pgrun.is_active(x.status)) then
     select x.* into bad
     from pgrun.jobs x join pgrun.run_nodes(r) n on n.name = x.node
     where x.run_id = r.id and x.parent_id is null and not pgrun.node_passed(x.status, x.error, n.optional)
@@ -600,7 +600,7 @@ begin
   end if;
   for todo in
     select j.id from pgrun.jobs j
-    where j.run_id = r.id and j.parent_id is null and j.status in ('pending', 'queued', 'running', 'waiting')
+    where j.run_id = r.id and j.parent_id is null and pgrun.is_active(j.status)
     order by j.id
   loop
     c := pgrun.cancel_tree(todo, coalesce(reason, format('run %s cancelled', r.id)));

@@ -189,7 +189,7 @@ begin
                            'children', r.progress_total));
       perform pgrun.cancel_tree(c.id, 'parent timed out')
       from pgrun.jobs c
-      where c.parent_id = r.id and c.status in ('pending', 'queued', 'running', 'waiting');
+      where c.parent_id = r.id and pgrun.is_active(c.status);
     end if;
     n := n + 1;
   end loop;

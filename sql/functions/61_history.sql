@@ -34,7 +34,7 @@ begin
       where j.queue = qr.name and j.finished_at < v_now - qr.keep
         and (j.run_id is null or not exists (select 1 from pgrun.runs r where r.id = j.run_id and r.status = 'running'))
         and (j.parent_id is null or not exists (select 1 from pgrun.jobs p where p.id = j.parent_id
-                                                and p.status in ('pending', 'queued', 'running', 'waiting')))
+                                                and pgrun.is_active(p.status)))
       order by j.finished_at
       limit batch
       for update skip locked

@@ -69,14 +69,14 @@ begin
   begin
     update pgrun.jobs j
     set status = 'failed', finished_at = v_now, lease_expires_at = null, error = v_err
-    where j.id = fail_broken_job.id and j.status in ('pending', 'queued', 'running', 'waiting');
+    where j.id = fail_broken_job.id and pgrun.is_active(j.status);
   exception when others then
     update pgrun.jobs j
     set status = 'failed', finished_at = v_now, lease_expires_at = null,
         error = v_err || jsonb_build_object('unique_key_md5', md5(j.unique_key),
                                             'concurrency_key_md5', md5(j.concurrency_key)),
         unique_key = null, concurrency_key = null
-    where j.id = fail_broken_job.id and j.status in ('pending', 'queued', 'running', 'waiting');
+    where j.id = fail_broken_job.id and pgrun.is_active(j.status);
   end;
   if found then
     perform pgrun.add_event(id, 'job.failed', 'error', v_err ->> 'message',

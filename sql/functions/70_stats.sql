@@ -130,7 +130,7 @@ begin
                            * v_scale) as unhandled
               from (select j.queue, j.status, j.run_at <= v_now as due, j.kind, count(*) as n
                     from pgrun.jobs j tablesample system (least(100, 100 / v_scale))
-                    where j.status in ('queued', 'running', 'pending', 'waiting')
+                    where pgrun.is_active(j.status)
                     group by 1, 2, 3, 4) x
               group by x.queue) g;
       end if;

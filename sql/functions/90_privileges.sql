@@ -83,9 +83,12 @@ begin
   -- Functions the views call (a view checks function privileges as its reader).
   return query select format('grant execute on function %s to %I, %I, %I', pgrun.qualified(p.oid), enqueuer, worker, admin)
                from pg_proc p where p.pronamespace = 'pgrun'::regnamespace
-                 and p.proname in ('worker_alive', 'queue_counts', 'stats_exact_limit',
-                                   -- and the version of the API, which every caller may check
-                                   'api_version', 'api_compatible_since');
+                 and p.proname in ('worker_alive', 'worker_silence', 'queue_counts', 'stats_exact_limit',
+                                   -- and the version of the API and the shared rules
+                                   -- (01_common.sql), which every caller may check
+                                   'api_version', 'api_compatible_since', 'active_statuses',
+                                   'is_active', 'valid_queue_name', 'min_priority',
+                                   'max_priority', 'default_lease');
   -- enqueuer: its own fields of a job, and reading. (tenant: enqueue_jobs names it once
   -- per statement; row-level security holds it to the caller's own, and with the mode
   -- off jobs_after_insert refuses it.)
