@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgrun/pgrun/internal/sqlapi"
 )
 
 // MinServerVersion is the oldest PostgreSQL major version pgrun runs on: the unique
@@ -63,14 +65,13 @@ func DatabaseAPI(ctx context.Context, db DB) (version, compatibleSince int, err 
 	// Two steps: a call of a function that does not exist fails at parse time, even
 	// in a branch that would not run.
 	var installed bool
-	if err := db.QueryRow(ctx, `select to_regprocedure('pgrun.api_version()') is not null
-		and to_regprocedure('pgrun.api_compatible_since()') is not null`).Scan(&installed); err != nil {
+	if err := db.QueryRow(ctx, sqlapi.APIFunctionsExist).Scan(&installed); err != nil {
 		return 0, 0, fmt.Errorf("pgrun: read the database's API version: %w", err)
 	}
 	if !installed {
 		return 0, 0, nil
 	}
-	if err := db.QueryRow(ctx, `select pgrun.api_version(), pgrun.api_compatible_since()`).Scan(&version, &compatibleSince); err != nil {
+	if err := db.QueryRow(ctx, sqlapi.DatabaseAPI).Scan(&version, &compatibleSince); err != nil {
 		return 0, 0, fmt.Errorf("pgrun: read the database's API version: %w", err)
 	}
 	return version, compatibleSince, nil
@@ -139,8 +140,7 @@ const (
 func checkServer(ctx context.Context, db *sql.DB) error {
 	var num int
 	var version string
-	if err := db.QueryRowContext(ctx, `select current_setting('server_version_num')::int,
-		current_setting('server_version')`).Scan(&num, &version); err != nil {
+	if err := db.QueryRowContext(ctx, sqlapi.ServerVersion).Scan(&num, &version); err != nil {
 		return fmt.Errorf("pgrun: read the server version: %w", err)
 	}
 	if num < MinServerVersion*10000 {
@@ -187,19 +187,19 @@ func applyFunctionsOnce(ctx context.Context, db *sql.DB, opts MigrateOptions) er
 		return fmt.Errorf("pgrun: apply functions: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	if _, err := tx.ExecContext(ctx, `select pg_advisory_xact_lock($1)`, functionsLockKey); err != nil {
+	if _, err := tx.ExecContext(ctx, sqlapi.LockFunctionSet, functionsLockKey); err != nil {
 		return fmt.Errorf("pgrun: apply functions: lock: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`set local lock_timeout = %d`, applyLockTimeout.Milliseconds())); err != nil {
+	if _, err := tx.ExecContext(ctx, sqlapi.SetLocalLockTimeout, fmt.Sprintf("%dms", applyLockTimeout.Milliseconds())); err != nil {
 		return fmt.Errorf("pgrun: apply functions: %w", err)
 	}
 	var dbVersion int
 	var versioned bool
-	if err := tx.QueryRowContext(ctx, `select to_regprocedure('pgrun.api_version()') is not null`).Scan(&versioned); err != nil {
+	if err := tx.QueryRowContext(ctx, sqlapi.APIVersionExists).Scan(&versioned); err != nil {
 		return fmt.Errorf("pgrun: apply functions: read the API version: %w", err)
 	}
 	if versioned {
-		if err := tx.QueryRowContext(ctx, `select pgrun.api_version()`).Scan(&dbVersion); err != nil {
+		if err := tx.QueryRowContext(ctx, sqlapi.APIVersion).Scan(&dbVersion); err != nil {
 			return fmt.Errorf("pgrun: apply functions: read the API version: %w", err)
 		}
 	}
@@ -214,8 +214,7 @@ func applyFunctionsOnce(ctx context.Context, db *sql.DB, opts MigrateOptions) er
 	}
 	sum = ledgerChecksum(sum, roles, granted)
 	var applied bool
-	if err := tx.QueryRowContext(ctx,
-		`select exists (select 1 from pgrun.function_ledger where checksum = $1)`, sum).Scan(&applied); err != nil {
+	if err := tx.QueryRowContext(ctx, sqlapi.FunctionSetApplied, sum).Scan(&applied); err != nil {
 		return fmt.Errorf("pgrun: apply functions: read ledger: %w", err)
 	}
 	if applied {
@@ -225,7 +224,7 @@ func applyFunctionsOnce(ctx context.Context, db *sql.DB, opts MigrateOptions) er
 		if f.name == privilegesFile {
 			// Before the grants: their REVOKE ... ON ALL FUNCTIONS rewrites every
 			// function's catalog row, the old ones' too.
-			if _, err := tx.ExecContext(ctx, dropStaleFunctions); err != nil {
+			if _, err := tx.ExecContext(ctx, sqlapi.DropStaleFunctions); err != nil {
 				return fmt.Errorf("pgrun: apply functions: drop functions no longer in the set: %w", err)
 			}
 		}
@@ -234,34 +233,18 @@ func applyFunctionsOnce(ctx context.Context, db *sql.DB, opts MigrateOptions) er
 		}
 	}
 	if granted {
-		if _, err := tx.ExecContext(ctx, `select pgrun.grant_roles($1, $2, $3)`, roles.Enqueuer, roles.Worker, roles.Admin); err != nil {
+		if _, err := tx.ExecContext(ctx, sqlapi.GrantRoles, roles.Enqueuer, roles.Worker, roles.Admin); err != nil {
 			return fmt.Errorf("pgrun: grant roles: %w", err)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `delete from pgrun.function_ledger`); err != nil {
+	if _, err := tx.ExecContext(ctx, sqlapi.ClearFunctionLedger); err != nil {
 		return fmt.Errorf("pgrun: apply functions: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, `insert into pgrun.function_ledger (checksum) values ($1)`, sum); err != nil {
+	if _, err := tx.ExecContext(ctx, sqlapi.RecordFunctionSet, sum); err != nil {
 		return fmt.Errorf("pgrun: apply functions: %w", err)
 	}
 	return tx.Commit()
 }
-
-// dropStaleFunctions drops the functions of schema pgrun that the function set just
-// applied did not write: their catalog row is older than this transaction. It runs in
-// the applying transaction, after the whole set.
-const dropStaleFunctions = `do $$
-declare
-  f regprocedure;
-begin
-  for f in
-    select p.oid::regprocedure from pg_proc p
-    where p.pronamespace = 'pgrun'::regnamespace and p.xmin <> pg_current_xact_id()::xid
-      and not exists (select 1 from pg_depend d where d.objid = p.oid and d.deptype = 'e')
-  loop
-    execute format('drop function %s', f);
-  end loop;
-end $$`
 
 // InstallSQL returns the complete installation as one SQL script, for teams that
 // apply schema with their own tool (Flyway, Atlas, sqitch, psql): the server check,
@@ -277,22 +260,8 @@ func InstallSQL(opts MigrateOptions) (string, error) {
 	}
 	roles := opts.roles()
 	var b strings.Builder
-	fmt.Fprintf(&b, "-- pgrun: schema version %d, SQL API version %d, functions %s\n", LatestVersion(), APIVersion(), sum[:12])
-	b.WriteString("-- Installs into a database without schema pgrun, in one transaction:\n")
-	b.WriteString("--   psql -v ON_ERROR_STOP=1 -f pgrun.sql\n")
-	b.WriteString("-- Upgrade an installed database with `runner migrate up` (docs/upgrading.md).\nbegin;\n")
-	fmt.Fprintf(&b, `do $$ begin
-  if current_setting('server_version_num')::int < %d then
-    raise exception 'PostgreSQL %% is too old: pgrun needs %d or newer', current_setting('server_version')
-      using errcode = '0A000';
-  end if;
-  if exists (select 1 from pg_namespace where nspname = 'pgrun') then
-    raise exception 'schema pgrun exists already: this script installs pgrun into a database without it'
-      using errcode = '42P06', hint = 'Upgrade an installed database with runner migrate up.';
-  end if;
-end $$;
-`, MinServerVersion*10000, MinServerVersion)
-	fmt.Fprintf(&b, "create table if not exists public.%s (version bigint not null primary key, dirty boolean not null);\n", MigrationsTable)
+	b.WriteString(sqlapi.InstallBegin(LatestVersion(), APIVersion(), sum[:12], MinServerVersion))
+	b.WriteString(sqlapi.CreateMigrationsTable(MigrationsTable))
 	migrations, err := upMigrations()
 	if err != nil {
 		return "", err
@@ -302,22 +271,20 @@ end $$;
 		b.WriteString(m.body)
 		b.WriteString("\n")
 	}
-	fmt.Fprintf(&b, "\ndelete from public.%s;\ninsert into public.%s (version, dirty) values (%d, false);\n",
-		MigrationsTable, MigrationsTable, LatestVersion())
+	b.WriteString("\n" + sqlapi.SetMigrationsVersion(MigrationsTable, LatestVersion()))
 	for _, f := range files {
 		if f.name == privilegesFile {
 			b.WriteString("\n-- functions of schema pgrun this set does not define\n")
-			b.WriteString(dropStaleFunctions + ";\n")
+			b.WriteString(sqlapi.DropStaleFunctions + ";\n")
 		}
 		fmt.Fprintf(&b, "\n-- sql/functions/%s\n%s\n", f.name, f.body)
 	}
 	b.WriteString("\n-- roles (created where missing) and their grants\n")
 	for _, n := range []string{roles.Enqueuer, roles.Worker, roles.Admin} {
-		b.WriteString(createRoleSQL(n))
+		b.WriteString(sqlapi.CreateRoleIfMissing(n))
 	}
-	fmt.Fprintf(&b, "select pgrun.grant_roles(%s, %s, %s);\n", quoteLiteral(roles.Enqueuer), quoteLiteral(roles.Worker), quoteLiteral(roles.Admin))
-	ledger := ledgerChecksum(sum, roles, true)
-	fmt.Fprintf(&b, "delete from pgrun.function_ledger;\ninsert into pgrun.function_ledger (checksum) values (%s);\ncommit;\n", quoteLiteral(ledger))
+	b.WriteString(sqlapi.GrantRolesStatement(roles.Enqueuer, roles.Worker, roles.Admin))
+	b.WriteString(sqlapi.InstallEnd(ledgerChecksum(sum, roles, true)))
 	return b.String(), nil
 }
 
@@ -353,19 +320,9 @@ func upMigrations() ([]migrationFile, error) {
 	return out, nil
 }
 
-// quoteLiteral quotes s as an SQL string literal.
-func quoteLiteral(s string) string { return `'` + strings.ReplaceAll(s, `'`, `''`) + `'` }
-
 // ledgerChecksum is what pgrun.function_ledger records for a function set applied
 // with roles (granted: whether the grants ran): a Migrate after a DBA has created the
 // roles grants them.
 func ledgerChecksum(sum string, roles Roles, granted bool) string {
 	return fmt.Sprintf("%s:%s:%t", sum, roles.Enqueuer+","+roles.Worker+","+roles.Admin, granted)
-}
-
-// createRoleSQL creates role n where it is missing. It looks first: CREATE ROLE by a
-// role without CREATEROLE fails on permissions even when the role exists.
-func createRoleSQL(n string) string {
-	return fmt.Sprintf("do $$ begin if not exists (select 1 from pg_roles where rolname = %s) then create role %s nologin; end if; end $$;\n",
-		quoteLiteral(n), quoteIdent(n))
 }

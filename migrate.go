@@ -15,6 +15,8 @@ import (
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib" // also registers the "pgx" database/sql driver
+
+	"github.com/pgrun/pgrun/internal/sqlapi"
 )
 
 // MigrationsTable is where golang-migrate records the schema version. It lives in
@@ -119,8 +121,7 @@ func LatestVersion() uint {
 func WaitForSchema(ctx context.Context, db DB, poll time.Duration) error {
 	for {
 		var ready bool
-		err := db.QueryRow(ctx, `select to_regclass('pgrun.function_ledger') is not null
-			and exists (select 1 from pgrun.function_ledger)`).Scan(&ready)
+		err := db.QueryRow(ctx, sqlapi.SchemaReady).Scan(&ready)
 		if err == nil && ready {
 			return nil
 		}

@@ -6,6 +6,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgrun/pgrun/internal/sqlapi"
 )
 
 // PoolerExecMode is the pgx query exec mode for a pool that reaches PostgreSQL through
@@ -38,7 +40,7 @@ const PoolerExecMode = pgx.QueryExecModeCacheDescribe
 // The query uses the simple protocol, so it works whatever conn's exec mode.
 func ThroughPooler(ctx context.Context, conn *pgx.Conn) (bool, error) {
 	var backend uint32
-	err := conn.QueryRow(ctx, `select pg_backend_pid()`, pgx.QueryExecModeSimpleProtocol).Scan(&backend)
+	err := conn.QueryRow(ctx, sqlapi.BackendPID, pgx.QueryExecModeSimpleProtocol).Scan(&backend)
 	if err != nil {
 		return false, fmt.Errorf("pgrun: check for a pooler: %w", err)
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgrun/pgrun/internal/sqlapi"
 )
 
 // DefaultRolePrefix names the roles Migrate grants: pgrun_enqueuer, pgrun_worker and
@@ -55,7 +57,7 @@ func ensureRoles(ctx context.Context, tx *sql.Tx, r Roles, create bool) (bool, e
 			return false, fmt.Errorf("pgrun: role name %q is longer than 63 bytes", n)
 		}
 		var exists bool
-		if err := tx.QueryRowContext(ctx, `select exists (select 1 from pg_roles where rolname = $1)`, n).Scan(&exists); err != nil {
+		if err := tx.QueryRowContext(ctx, sqlapi.RoleExists, n).Scan(&exists); err != nil {
 			return false, fmt.Errorf("pgrun: look up role %s: %w", n, err)
 		}
 		if !exists {
@@ -69,7 +71,7 @@ func ensureRoles(ctx context.Context, tx *sql.Tx, r Roles, create bool) (bool, e
 		return false, nil
 	}
 	var may bool
-	if err := tx.QueryRowContext(ctx, `select rolcreaterole or rolsuper from pg_roles where rolname = current_user`).Scan(&may); err != nil {
+	if err := tx.QueryRowContext(ctx, sqlapi.MayCreateRoles).Scan(&may); err != nil {
 		return false, fmt.Errorf("pgrun: check CREATEROLE: %w", err)
 	}
 	if !may {
@@ -79,19 +81,19 @@ func ensureRoles(ctx context.Context, tx *sql.Tx, r Roles, create bool) (bool, e
 	for _, n := range missing {
 		// Another Migrate may create the role at the same moment: its duplicate is fine,
 		// in a savepoint so that the transaction goes on.
-		if _, err := tx.ExecContext(ctx, `savepoint create_role`); err != nil {
+		if _, err := tx.ExecContext(ctx, sqlapi.SavepointCreateRole); err != nil {
 			return false, err
 		}
-		if _, err := tx.ExecContext(ctx, fmt.Sprintf(`create role %s nologin`, quoteIdent(n))); err != nil {
+		if _, err := tx.ExecContext(ctx, sqlapi.CreateRole(n)); err != nil {
 			if !isSQLState(err, "42710") {
 				return false, fmt.Errorf("pgrun: create role %s: %w", n, err)
 			}
-			if _, err := tx.ExecContext(ctx, `rollback to savepoint create_role`); err != nil {
+			if _, err := tx.ExecContext(ctx, sqlapi.RollbackCreateRole); err != nil {
 				return false, err
 			}
 			continue
 		}
-		if _, err := tx.ExecContext(ctx, `release savepoint create_role`); err != nil {
+		if _, err := tx.ExecContext(ctx, sqlapi.ReleaseCreateRole); err != nil {
 			return false, err
 		}
 	}
@@ -105,9 +107,9 @@ func GrantsSQL(ctx context.Context, pool *pgxpool.Pool, prefix string) (string, 
 	r := RolesFor(prefix)
 	var b strings.Builder
 	for _, n := range []string{r.Enqueuer, r.Worker, r.Admin} {
-		b.WriteString(createRoleSQL(n))
+		b.WriteString(sqlapi.CreateRoleIfMissing(n))
 	}
-	rows, err := pool.Query(ctx, `select pgrun.role_grants($1, $2, $3)`, r.Enqueuer, r.Worker, r.Admin)
+	rows, err := pool.Query(ctx, sqlapi.RoleGrants, r.Enqueuer, r.Worker, r.Admin)
 	if err != nil {
 		return "", fmt.Errorf("pgrun: grants: %w", err)
 	}
@@ -121,9 +123,6 @@ func GrantsSQL(ctx context.Context, pool *pgxpool.Pool, prefix string) (string, 
 	}
 	return b.String(), rows.Err()
 }
-
-// quoteIdent quotes a role name for SQL.
-func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
 // isSQLState reports whether err carries SQLSTATE code.
 func isSQLState(err error, code string) bool {

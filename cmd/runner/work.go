@@ -172,7 +172,7 @@ LISTEN and new jobs wait up to --poll-interval. See docs/poolers.md.`,
 	cmd.Flags().StringVar(&f.queues, "queues", "default=8", "queues to serve and their worker counts: name=N,name=N (N from 1 to 10000, or gpu: one per device)")
 	cmd.Flags().StringVar(&f.workerID, "worker-id", "", "worker id, 1 to 200 characters (default host:pid:random)")
 	cmd.Flags().DurationVar(&f.grace, "grace", runner.DefaultShutdownGrace, "how long in-flight jobs may finish after SIGTERM (0: cancel them at once)")
-	cmd.Flags().DurationVar(&f.lease, "lease", 0, "claim lease, at least 1s, renewed every lease/3 (0: each queue's default_lease, else 30s)")
+	cmd.Flags().DurationVar(&f.lease, "lease", 0, "claim lease, at least 1s, renewed every lease/3 (0: each queue's default_lease, else "+pgrun.DefaultLease.String()+")")
 	cmd.Flags().DurationVar(&f.poll, "poll-interval", runner.DefaultPollInterval, "how often each queue is polled without a notification (at least 10ms)")
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	cmd.Flags().StringVar(&f.listenURL, "listen-url", "", "a direct (session) URL to the same database for the one LISTEN connection, when --database-url goes through a transaction-mode pooler (default $PGRUN_LISTEN_URL)")

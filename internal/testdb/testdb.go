@@ -23,6 +23,7 @@ import (
 	"github.com/peterldowns/pgtestdb"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/sqlapi"
 )
 
 // DefaultURL is the server tests use when no URL is configured.
@@ -53,8 +54,7 @@ func (Migrator) Migrate(ctx context.Context, db *sql.DB, conf pgtestdb.Config) e
 	if err := pgrun.MigrateURL(ctx, conf.URL()); err != nil {
 		return err
 	}
-	_, err := db.ExecContext(ctx, `insert into pgrun.settings (name, value) values ('test_clock', 'true')
-		on conflict (name) do update set value = excluded.value`)
+	_, err := db.ExecContext(ctx, sqlapi.EnableTestClock)
 	return err
 }
 
@@ -71,7 +71,7 @@ var ensureRoles = sync.OnceValue(func() error {
 	for _, n := range []string{r.Enqueuer, r.Worker, r.Admin} {
 		// Role names here are pgrun's own constants; parallel test processes may race
 		// (duplicate_object, or a unique violation in pg_authid).
-		_, err := db.Exec(fmt.Sprintf(`create role %q nologin`, n))
+		_, err := db.Exec(sqlapi.CreateRole(n))
 		if err != nil && !strings.Contains(err.Error(), "already exists") && !strings.Contains(err.Error(), "duplicate key") {
 			return fmt.Errorf("create role %s: %w", n, err)
 		}
