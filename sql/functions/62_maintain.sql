@@ -2,7 +2,11 @@
 -- stuck, as an orchestrator over named steps. Each step is a function of its own,
 -- callable alone (from psql or pg_cron), and safe to run concurrently with itself:
 -- it claims its rows with FOR UPDATE SKIP LOCKED and re-checks them in a guarded
--- UPDATE. maintain() runs every step in a subtransaction, so one failing step (or
+-- UPDATE. The steps live with what they act on (note_server_epoch in 11_failover.sql,
+-- the worker steps in 12_workers.sql, drain_outbox in 34_dispatch.sql, fire_schedules
+-- in 51_schedule.sql, the lease steps in 60_leases.sql, prune_history in
+-- 61_history.sql); this file holds the maintenance leader, each step's cadence and the
+-- orchestrator, which runs every step in a subtransaction, so one failing step (or
 -- row) is reported by name and the other steps still run that round.
 
 -- take_maintenance makes leader the maintenance leader for lease, or renews its
