@@ -52,20 +52,29 @@ type JobSpec struct {
 	ModelRequired bool `json:"model_required,omitempty"`
 }
 
-// MarshalJSON writes the spec in the form pgrun.enqueue_jobs takes (the timeout and
-// the unique window as interval strings, ReplaceDuplicate as on_conflict).
+// MarshalJSON writes the spec in the form pgrun.enqueue_jobs and defer_job take (the
+// timeout and the unique window as interval strings in whole microseconds, never
+// rounded down to zero; ReplaceDuplicate as on_conflict; the kind of Args when Kind is
+// empty).
 func (s JobSpec) MarshalJSON() ([]byte, error) {
 	type plain JobSpec
+	if s.Kind == "" {
+		s.Kind, _ = KindOf(s.Args)
+	}
 	var timeout, window, onConflict *string
 	if s.Timeout > 0 {
-		t := fmt.Sprintf("%d microseconds", s.Timeout.Microseconds())
+		t := fmt.Sprintf("%d microseconds", max(1, s.Timeout.Microseconds()))
 		timeout = &t
 	} else if s.Timeout == NoTimeout {
 		t := "0"
 		timeout = &t
 	}
-	if s.UniqueWindow != 0 {
-		w := fmt.Sprintf("%d microseconds", s.UniqueWindow.Microseconds())
+	if s.UniqueWindow != 0 { // a negative one is sent as it is, for the engine to refuse
+		us := s.UniqueWindow.Microseconds()
+		if s.UniqueWindow > 0 {
+			us = max(1, us)
+		}
+		w := fmt.Sprintf("%d microseconds", us)
 		window = &w
 	}
 	if s.ReplaceDuplicate {
