@@ -33,7 +33,7 @@ func getJob(ctx context.Context, db DB, id int64) (*Job, error) {
 type JobFilter struct {
 	Queue    string
 	Kind     string
-	Status   []JobStatus // any of these
+	Status   []JobStatus // any of these; empty: any
 	ParentID int64       // children of this job
 	RunID    int64       // nodes of this workflow run
 	// Limit is the page size: 1 to [MaxPageSize]; zero means the client's
@@ -61,7 +61,7 @@ func (c *Client) ListJobs(ctx context.Context, f JobFilter) ([]*Job, error) {
 		return nil, invalidInput("list jobs: limit %d is not valid (1 to %d)", limit, MaxPageSize)
 	}
 	var statuses []string
-	if f.Status != nil {
+	if len(f.Status) > 0 {
 		statuses = make([]string, len(f.Status))
 		for i, s := range f.Status {
 			statuses[i] = string(s)

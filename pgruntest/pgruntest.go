@@ -37,7 +37,7 @@ import (
 type EnqueuedOpts struct {
 	Queue    string
 	Priority *int
-	// Status is the states the job may be in; nil: any.
+	// Status is the states the job may be in; empty: any.
 	Status []pgrun.JobStatus
 	// Args the job's args must contain (JSON containment, as args @> Args in SQL:
 	// every key given, with its value; other keys may be there too).
@@ -179,7 +179,7 @@ func find(t testing.TB, db pgrun.DB, kind string, opts *EnqueuedOpts) []*pgrun.J
 		opts = &EnqueuedOpts{}
 	}
 	var statuses []string
-	if opts.Status != nil {
+	if len(opts.Status) > 0 {
 		statuses = make([]string, len(opts.Status))
 		for i, s := range opts.Status {
 			statuses[i] = string(s)
@@ -257,7 +257,7 @@ func describeOpts(opts *EnqueuedOpts) string {
 	if opts.Priority != nil {
 		parts = append(parts, fmt.Sprintf("priority %d", *opts.Priority))
 	}
-	if opts.Status != nil {
+	if len(opts.Status) > 0 {
 		parts = append(parts, fmt.Sprintf("status in %v", opts.Status))
 	}
 	if opts.Args != nil {
