@@ -185,11 +185,17 @@ const JobColumns = sqlapi.JobColumns
 
 // ScanJobs collects rows selected with [JobColumns] (pgx.RowToStructByName into one
 // backing array).
+//
+// Deprecated: scan with pgx.CollectRows and pgx.RowToStructByName[Job]; kept for one
+// release.
 func ScanJobs(rows pgx.Rows) ([]*Job, error) {
 	return collectJobs(rows, 0)
 }
 
 // ScanJob collects the single row selected with [JobColumns]; pgx.ErrNoRows if none.
+//
+// Deprecated: scan with pgx.CollectExactlyOneRow and
+// pgx.RowToAddrOfStructByName[Job]; kept for one release.
 func ScanJob(rows pgx.Rows) (*Job, error) {
 	return pgx.CollectExactlyOneRow(rows, pgx.RowToAddrOfStructByName[Job])
 }
