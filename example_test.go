@@ -12,42 +12,37 @@ import (
 	"github.com/pgrun/pgrun/runner"
 )
 
-// Enqueue a job as part of the caller's own transaction: if the transaction rolls
-// back, the job never existed and no runner was woken.
-func ExampleEnqueue() {
+// Connect, install the engine, and make a client. NewClient sends nothing; every
+// method is one or two statements of the SQL API.
+func ExampleNewClient() {
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, "postgres://postgres@127.0.0.1:5432/app")
 	if err != nil {
 		log.Fatal(err)
 	}
-	tx, err := pool.Begin(ctx)
+	if err := pgrun.Migrate(ctx, pool); err != nil {
+		log.Fatal(err)
+	}
+	client, err := pgrun.NewClient(pool, pgrun.Config{Queue: "app"})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer tx.Rollback(ctx)
-	// ... the caller's own writes on tx ...
-	job, err := pgrun.Enqueue(ctx, tx, "resize", map[string]any{"w": 64},
-		pgrun.Queue("images"), pgrun.UniqueKey("resize:img-42"), pgrun.Timeout(time.Minute))
+	job, err := client.Enqueue(ctx, "resize", map[string]any{"w": 64},
+		pgrun.UniqueKey("resize:img-42"), pgrun.Timeout(time.Minute))
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := tx.Commit(ctx); err != nil {
-		log.Fatal(err)
-	}
-	fmt.Println("enqueued", job.ID)
+	fmt.Println("enqueued", job.ID, "in", job.Queue)
 }
 
 // EnqueueMany answers one job per spec, in order; Deduplicated marks a spec whose
 // unique key was already held, so nothing was inserted for it.
-func ExampleEnqueueMany() {
+func ExampleClient_EnqueueMany() {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, "postgres://postgres@127.0.0.1:5432/app")
-	if err != nil {
-		log.Fatal(err)
-	}
-	jobs, err := pgrun.EnqueueMany(ctx, pool, []pgrun.JobSpec{
+	client := exampleClient()
+	jobs, err := client.EnqueueMany(ctx, []pgrun.JobSpec{
 		{Kind: "invoice", Args: map[string]int{"order": 41}, UniqueKey: "invoice:41"},
-		{Kind: "invoice", Args: map[string]int{"order": 42}, UniqueKey: "invoice:42"},
+		{Kind: "invoice", Args: map[string]int{"order": 41}, UniqueKey: "invoice:41"},
 		{Kind: "embed", Queue: "gpu", Model: "bge-small", ModelRequired: true},
 	})
 	if err != nil {
@@ -55,11 +50,15 @@ func ExampleEnqueueMany() {
 	}
 	for i, j := range jobs {
 		if j.Deduplicated {
-			fmt.Printf("spec %d: already enqueued as job %d (%s)\n", i, j.ID, j.Status)
+			fmt.Printf("spec %d: already enqueued by spec 0 (%t), %s\n", i, j.ID == jobs[0].ID, j.Status)
 			continue
 		}
-		fmt.Printf("spec %d: job %d\n", i, j.ID)
+		fmt.Printf("spec %d: %s job in queue %s\n", i, j.Kind, j.Queue)
 	}
+	// Output:
+	// spec 0: invoice job in queue default
+	// spec 1: already enqueued by spec 0 (true), queued
+	// spec 2: embed job in queue gpu
 }
 
 // ResizeArgs are the typed args of a resize job.

@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/pgrun/pgrun/internal/sqlapi"
 )
 
 // JobStatus is a job's place in the state machine (see docs/sql-api.md).
@@ -35,7 +37,9 @@ func (s JobStatus) Finished() bool {
 	return false
 }
 
-// Job is one row of pgrun.jobs.
+// Job is one row of pgrun.jobs: every column, by name (tests/client_columns_test.go
+// checks that none is missing). Nullable columns are pointers, nil for NULL; the JSON
+// columns are the stored text, nil for NULL.
 type Job struct {
 	ID              int64           `db:"id"`
 	Kind            string          `db:"kind"`
@@ -66,23 +70,51 @@ type Job struct {
 	Model           *string         `db:"model"`
 	UniqueKey       *string         `db:"unique_key"`
 	Meta            json.RawMessage `db:"meta"`
+	// ChildrenFailed counts the children of a waiting parent that failed so far
+	// (defer_job's fan-in), ChildErrors their error messages, and FailureRatio the
+	// share of failed children the parent tolerates (nil: it was never deferred).
+	ChildrenFailed int      `db:"children_failed"`
+	ChildErrors    []string `db:"child_errors"`
+	FailureRatio   *float64 `db:"failure_ratio"`
+	// DispatchedAt is when the engine reacted to the job's ending (fan-in, DAG
+	// expansion); nil while that is pending or not needed.
+	DispatchedAt *time.Time `db:"dispatched_at"`
+	// ConcurrencyKey groups jobs whose running count the queue's concurrency_limit
+	// bounds.
+	ConcurrencyKey *string `db:"concurrency_key"`
+	// ModelRequired: only a worker with Model warm or declared may claim the job.
+	ModelRequired bool `db:"model_required"`
 	// Tenant is the tenant the job belongs to in the tenant mode (docs/security.md);
 	// nil with the mode off.
 	Tenant *string `db:"tenant"`
+	// DeadlineAt is StartedAt plus Timeout for the running attempt (the timeout
+	// rule's bound); read it only while the job runs.
+	DeadlineAt *time.Time `db:"deadline_at"`
 	// ClaimID is the token of the claim that handed the job out (zero if it was never
 	// claimed). Every claim gets a new one, unlike Attempt, which counts claims and
 	// can repeat after an asynchronous failover undid a claim. A handler whose side
 	// effects must happen once keys them on it (with ID); the runner presents it with
 	// every report, so a report of an older claim never finishes a newer one.
 	ClaimID ClaimID `db:"claim_id"`
+	// LeaseLength is the lease of the current claim: renew it every third of this.
+	LeaseLength *time.Duration `db:"lease_length"`
 
-	// Deduplicated is not a column: it reports what [Enqueue] or [EnqueueMany] did
-	// with the spec this job answers. True means nothing was inserted for it: the
-	// job is the one that held the spec's UniqueKey (an active job, one that
+	// Deduplicated is not a column: it reports what [Client.EnqueueMany] (and every
+	// other enqueue call) did with the spec this job answers, as pgrun.enqueued's
+	// column of that name ([Enqueued]) says. True means nothing was inserted for it:
+	// the job is the one that held the spec's UniqueKey (an active job, one that
 	// finished within UniqueWindow, or an earlier spec of the same call), returned
 	// as it is, or with ReplaceDuplicate after taking the spec's args. False on a
 	// job just enqueued, and on any job read another way.
 	Deduplicated bool `db:"-"`
+}
+
+// Enqueued is one row of the SQL composite pgrun.enqueued, what enqueueing one spec
+// returned: the job, then whether it was deduplicated (see Job.Deduplicated, which
+// the client sets from it).
+type Enqueued struct {
+	Job
+	Deduplicated bool `db:"deduplicated"`
 }
 
 // ClaimID is a claim token, pgrun.jobs.claim_id: a UUID, zero for none. It scans
@@ -144,18 +176,55 @@ func (c ClaimID) UUIDValue() (pgtype.UUID, error) {
 	return pgtype.UUID{Bytes: c, Valid: !c.IsZero()}, nil
 }
 
-// JobColumns is the select list that scans into [Job] with [ScanJobs] / [ScanJob].
-const JobColumns = `id, kind, queue, args, status::text as status, priority, run_at, attempt,
-	failures, max_attempts, lease_expiries, claimed_by, lease_expires_at, heartbeat_at,
-	timeout, created_at, started_at, finished_at, result, error, progress_current,
-	progress_total, parent_id, run_id, node, deps_remaining, model, unique_key, meta, tenant, claim_id`
+// JobColumns is the select list that scans into [Job] with [ScanJobs] / [ScanJob]:
+// every column of pgrun.jobs.
+//
+// Deprecated: for code outside this module that writes its own SQL; kept for one
+// release. Use [Client.ListJobs] and [Client.GetJob].
+const JobColumns = sqlapi.JobColumns
 
-// ScanJobs collects rows selected with [JobColumns].
+// ScanJobs collects rows selected with [JobColumns] (pgx.RowToStructByName into one
+// backing array).
+//
+// Deprecated: scan with pgx.CollectRows and pgx.RowToStructByName[Job]; kept for one
+// release.
 func ScanJobs(rows pgx.Rows) ([]*Job, error) {
-	return scanJobRows(rows, 0)
+	return collectJobs(rows, 0)
 }
 
 // ScanJob collects the single row selected with [JobColumns]; pgx.ErrNoRows if none.
+//
+// Deprecated: scan with pgx.CollectExactlyOneRow and
+// pgx.RowToAddrOfStructByName[Job]; kept for one release.
 func ScanJob(rows pgx.Rows) (*Job, error) {
 	return pgx.CollectExactlyOneRow(rows, pgx.RowToAddrOfStructByName[Job])
+}
+
+// collectJobs scans rows of [JobColumns] into one allocation of capacity jobs (more
+// if need be) and returns pointers into it.
+func collectJobs(rows pgx.Rows, capacity int) ([]*Job, error) {
+	all, err := pgx.AppendRows(make([]Job, 0, capacity), rows, pgx.RowToStructByName[Job])
+	if err != nil {
+		return nil, err
+	}
+	jobs := make([]*Job, len(all))
+	for i := range all {
+		jobs[i] = &all[i]
+	}
+	return jobs, nil
+}
+
+// collectEnqueued scans rows of pgrun.enqueued ([Enqueued]) into jobs with
+// Deduplicated set.
+func collectEnqueued(rows pgx.Rows, capacity int) ([]*Job, error) {
+	all, err := pgx.AppendRows(make([]Enqueued, 0, capacity), rows, pgx.RowToStructByName[Enqueued])
+	if err != nil {
+		return nil, err
+	}
+	jobs := make([]*Job, len(all))
+	for i := range all {
+		all[i].Job.Deduplicated = all[i].Deduplicated
+		jobs[i] = &all[i].Job
+	}
+	return jobs, nil
 }

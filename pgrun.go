@@ -2,10 +2,16 @@
 //
 // The job state machine, claiming, idempotent transitions and the lease reaper are
 // PL/pgSQL functions and triggers in schema pgrun; this package embeds them
-// ([Migrate] installs them) and offers a thin Go client over the same SQL API that
-// any other language can call: [Enqueue] and [EnqueueMany] inside the caller's own
-// transaction, [Cancel], [Retry] and [GetJob] for control and inspection. Package
-// runner executes jobs with Go handlers.
+// ([Migrate] installs them) and offers [Client], a thin Go binding of the same SQL API
+// that any other language can call (docs/sql-api.md):
+//
+//	client, err := pgrun.NewClient(pool, pgrun.Config{})
+//	job, err := client.EnqueueTx(ctx, tx, "resize", ResizeArgs{W: 64}, pgrun.Queue("images"))
+//
+// enqueueing on the pool or inside the caller's own transaction, reading and listing
+// jobs, cancelling and redriving them, queues, schedules, worker control, workflows
+// and maintenance. Package runner executes jobs with Go handlers; package pgruntest
+// helps test code that enqueues and handles jobs.
 package pgrun
 
 import (

@@ -15,7 +15,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -25,6 +24,10 @@ import (
 	"github.com/pgrun/pgrun"
 	"github.com/pgrun/pgrun/internal/sqlapi"
 )
+
+// TB is what the functions here need of a test: a *testing.T or *testing.B, or,
+// for runnable examples (which have none), a stand-in of the caller's.
+type TB = pgtestdb.TB
 
 // DefaultURL is the server tests use when no URL is configured.
 const DefaultURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
@@ -82,7 +85,7 @@ var ensureRoles = sync.OnceValue(func() error {
 // Config is the pgtestdb configuration for ServerURL. Tests connect as the server's
 // own user (a superuser on a development server) so that they can create extensions
 // and terminate the connections of processes they kill.
-func Config(tb testing.TB) pgtestdb.Config {
+func Config(tb TB) pgtestdb.Config {
 	tb.Helper()
 	if err := ensureRoles(); err != nil {
 		tb.Fatalf("testdb: roles: %v", err)
@@ -116,20 +119,20 @@ func Config(tb testing.TB) pgtestdb.Config {
 
 // URL creates a fresh migrated database for tb and returns its URL. The database is
 // dropped when the test ends (kept if it failed, for a look with psql).
-func URL(tb testing.TB) string {
+func URL(tb TB) string {
 	tb.Helper()
 	return pgtestdb.Custom(tb, Config(tb), Migrator{}).URL()
 }
 
 // Pool creates a fresh migrated database for tb and returns a pool on it, closed
 // when the test ends.
-func Pool(tb testing.TB) *pgxpool.Pool {
+func Pool(tb TB) *pgxpool.Pool {
 	tb.Helper()
 	return PoolFor(tb, URL(tb))
 }
 
 // PoolFor opens a pool on dbURL, closed when the test ends.
-func PoolFor(tb testing.TB, dbURL string) *pgxpool.Pool {
+func PoolFor(tb TB, dbURL string) *pgxpool.Pool {
 	tb.Helper()
 	cfg, err := pgxpool.ParseConfig(dbURL)
 	if err != nil {
