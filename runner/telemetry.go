@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/pgrun/pgrun/gpu"
+	"github.com/pgrun/pgrun/internal/sqlapi"
 )
 
 // DefaultTelemetryInterval is how often a runner samples its host: often enough to
@@ -31,8 +32,7 @@ func (r *Runner) telemetryLoop(ctx context.Context) {
 		}
 		gpus, _ := json.Marshal(sample.GPUs)
 		began := time.Now()
-		if _, err := r.pool.Exec(ctx, `select pgrun.record_hw($1, $2, $3, $4, $5::jsonb)`,
-			r.cfg.Host, sample.CPUPct, sample.MemUsed, sample.MemTotal, gpus); err != nil {
+		if _, err := r.pool.Exec(ctx, sqlapi.RecordHW, r.cfg.Host, sample.CPUPct, sample.MemUsed, sample.MemTotal, gpus); err != nil {
 			if ctx.Err() == nil && !r.down.fail("record_hw", err) {
 				r.log.Warn("recording hardware sample failed", "err", err)
 			}
