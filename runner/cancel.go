@@ -140,6 +140,10 @@ func (r *Runner) cancelRunning(k cancelKey, cause error) bool {
 	if e != nil && e.job.Attempt != k.attempt {
 		e = nil // a notification about another attempt
 	}
+	if e != nil && e.completedInTx.Load() {
+		r.mu.Unlock()
+		return false // the handler finished the job itself (CompleteTx) and is returning
+	}
 	if e == nil {
 		r.cancelled[k] = time.Now()
 	}

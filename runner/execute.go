@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,9 +38,13 @@ type execution struct {
 	f          *fetcher
 	began      time.Time
 	finishOnce sync.Once
-	// models are the cache handles the handler took, released when it returns.
-	mu     sync.Mutex
-	models []*gpu.Handle
+	// releases release the models the handler took from the cache, when it returns.
+	mu       sync.Mutex
+	releases []func()
+
+	// completedInTx is set when the handler finished the job in its own transaction
+	// (CompleteTx): if that committed, the job no longer runs here, which is no news.
+	completedInTx atomic.Bool
 }
 
 // reportTimeout bounds how long reporting an outcome may keep retrying through
@@ -334,35 +339,38 @@ func (e *execution) progress(ctx context.Context, current, total int64) error {
 	return nil
 }
 
-// useModel gets the job's model from the cache and keeps the handle for release.
+// useModel gets the job's model from the cache and keeps its release for when the
+// handler returns.
 func (e *execution) useModel(ctx context.Context) (gpu.Model, error) {
-	if e.r.cfg.Models == nil {
+	cache := e.r.cfg.Models
+	if cache == nil {
 		return nil, errors.New("runner: no model cache configured (Config.Models)")
 	}
 	if e.job.Model == nil || *e.job.Model == "" {
 		return nil, fmt.Errorf("runner: job %d names no model", e.job.ID)
 	}
-	before := e.r.cfg.Models.Stats().Loads
-	h, err := e.r.cfg.Models.Get(ctx, *e.job.Model)
+	name := *e.job.Model
+	warm := slices.Contains(cache.Loaded(), name)
+	m, release, err := cache.Acquire(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	if e.r.cfg.Models.Stats().Loads != before {
+	if !warm {
 		e.r.heartbeatSoon() // advertise the newly warm model
 	}
 	e.mu.Lock()
-	e.models = append(e.models, h)
+	e.releases = append(e.releases, release)
 	e.mu.Unlock()
-	return h.Model, nil
+	return m, nil
 }
 
 func (e *execution) releaseModels() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for _, h := range e.models {
-		h.Release()
+	for _, release := range e.releases {
+		release()
 	}
-	e.models = nil
+	e.releases = nil
 }
 
 // heartbeatSoon asks the renew loop for a heartbeat now.

@@ -81,7 +81,7 @@ func (r *Runner) renew(ctx context.Context) {
 	}
 	r.down.ok(began)
 	for _, e := range execs {
-		if held != nil && !held[e.job.ID] && e.ctx.Err() == nil {
+		if held != nil && !held[e.job.ID] && e.ctx.Err() == nil && !e.completedInTx.Load() {
 			r.log.Warn("lease lost; cancelling job", "job", e.job.ID)
 			e.cancel(ErrLeaseLost)
 		}

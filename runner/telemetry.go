@@ -9,8 +9,9 @@ import (
 	"github.com/pgrun/pgrun/internal/sqlapi"
 )
 
-// DefaultTelemetryInterval is how often a runner samples its host: often enough to
-// watch a GPU batch, rarely enough to cost nothing.
+// DefaultTelemetryInterval is how often `runner work` samples its host unless told
+// otherwise (a Config leaves sampling off): often enough to watch a GPU batch,
+// rarely enough to cost nothing.
 const DefaultTelemetryInterval = 5 * time.Second
 
 // telemetryLoop records a hardware sample of the host every TelemetryInterval

@@ -52,7 +52,7 @@ func TestBadResultFailsOnlyItsJob(t *testing.T) {
 	b := setup(t)
 	gate := make(chan struct{})
 	r := newRunner(b.pool, runner.Config{Queues: map[string]runner.QueueConfig{"default": {Workers: 30}}})
-	runner.Handle(r, "result", func(ctx context.Context, j *runner.Job[struct{ Bad bool }]) (any, error) {
+	handle(t, r, "result", func(ctx context.Context, j *runner.Job[struct{ Bad bool }]) (any, error) {
 		<-gate // finish together, so the completions share a batch
 		if j.Args.Bad {
 			return map[string]string{"text": "nul \x00 here"}, nil
