@@ -13,7 +13,7 @@ const Beat = `select pgrun.beat($1)`
 const ReleaseUnheld = `select pgrun.release_unheld($1, $2)`
 
 // ClaimStates reads what a runner checks a cancel notification against, for each of
-// $1 ids: id, attempt, status, claimed_by ('' for none), the error's class ('' for
+// $1 ids: id, attempt, status, claimed_by (empty for none), the error's class (empty for
 // none) and claim_id.
 const ClaimStates = `select id, attempt, status::text as status, coalesce(claimed_by, '') as claimed_by,
 	coalesce(error ->> 'class', '') as class, claim_id from pgrun.jobs where id = any ($1)`

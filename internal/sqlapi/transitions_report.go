@@ -5,7 +5,7 @@ package sqlapi
 // earlier claim, another worker) matches nothing and changes nothing.
 
 // CompleteJobs finishes a batch of claimed jobs and returns the queues in which the
-// completions readied jobs, as ",q1,q2," (pgrun.readied; '' for none): $1 ids, $2
+// completions readied jobs, as ",q1,q2," (pgrun.readied; empty for none): $1 ids, $2
 // attempts, $3 results (NULL: none has one), $4 worker, $5 claim ids.
 const CompleteJobs = `select coalesce(current_setting('pgrun.readied', true), '')
 	from (select count(*) from pgrun.complete_jobs($1, $2, $3::jsonb[], $4, $5)) done`
@@ -20,7 +20,7 @@ const CompleteJob = `select pgrun.complete_job($1, $2, $3::jsonb, $4, $5)`
 const FailJob = `select pgrun.fail_job($1, $2, $3::jsonb, $4, $5, $6)`
 
 // RetryLater puts a running job back to run after a delay without spending an
-// attempt: $1 id, $2 attempt, $3 delay, $4 reason ('' for none), $5 worker, $6 claim id.
+// attempt: $1 id, $2 attempt, $3 delay, $4 reason (empty for none), $5 worker, $6 claim id.
 const RetryLater = `select pgrun.retry_later($1, $2, $3, nullif($4, ''), $5, $6)`
 
 // RequeueJob puts a running job back to run now without spending an attempt: $1 id,
