@@ -62,11 +62,14 @@ func exampleClient() *pgrun.Client {
 // startRunner runs a runner on pool for the default queue with the handlers
 // register adds, until the returned stop is called.
 func startRunner(pool *pgxpool.Pool, register func(r *runner.Runner)) (stop func()) {
-	r := runner.New(pool, runner.Config{
+	r, err := runner.New(pool, runner.Config{
 		Queues:       map[string]runner.QueueConfig{"default": {Workers: 4}},
 		PollInterval: 50 * time.Millisecond,
 		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
+	if err != nil {
+		log.Fatal(err)
+	}
 	register(r)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

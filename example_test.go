@@ -77,17 +77,23 @@ func Example_runner() {
 	if err := pgrun.Migrate(ctx, pool); err != nil {
 		log.Fatal(err)
 	}
-	r := runner.New(pool, runner.Config{Queues: map[string]runner.QueueConfig{
+	r, err := runner.New(pool, runner.Config{Queues: map[string]runner.QueueConfig{
 		"default": {Workers: 16},
 		"images":  {Workers: 4},
 	}})
-	runner.Handle(r, "resize", func(ctx context.Context, j *runner.Job[ResizeArgs]) (any, error) {
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = runner.Handle(r, "resize", func(ctx context.Context, j *runner.Job[ResizeArgs]) (any, error) {
 		if j.Args.W <= 0 {
 			return nil, runner.Permanent(fmt.Errorf("width %d is not positive", j.Args.W))
 		}
 		_ = j.Progress(ctx, 1, 2)
 		return map[string]any{"thumb": j.Args.Image + ".thumb"}, nil
 	})
+	if err != nil {
+		log.Fatal(err)
+	}
 	if err := r.Run(ctx); err != nil { // until ctx is done; then a graceful stop
 		log.Fatal(err)
 	}

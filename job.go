@@ -183,10 +183,10 @@ func (c ClaimID) UUIDValue() (pgtype.UUID, error) {
 // release. Use [Client.ListJobs] and [Client.GetJob].
 const JobColumns = sqlapi.JobColumns
 
-// ScanJobs collects rows selected with [JobColumns] (pgx.RowToStructByName into one
-// backing array).
+// ScanJobs collects rows selected with [JobColumns] (pgx.RowTo into one
+// backing array, [Job.ScanRow]).
 //
-// Deprecated: scan with pgx.CollectRows and pgx.RowToStructByName[Job]; kept for one
+// Deprecated: scan with pgx.CollectRows and pgx.RowToAddrOf[Job] ([Job.ScanRow]); kept for one
 // release.
 func ScanJobs(rows pgx.Rows) ([]*Job, error) {
 	return collectJobs(rows, 0)
@@ -195,15 +195,15 @@ func ScanJobs(rows pgx.Rows) ([]*Job, error) {
 // ScanJob collects the single row selected with [JobColumns]; pgx.ErrNoRows if none.
 //
 // Deprecated: scan with pgx.CollectExactlyOneRow and
-// pgx.RowToAddrOfStructByName[Job]; kept for one release.
+// pgx.RowToAddrOf[Job] ([Job.ScanRow]); kept for one release.
 func ScanJob(rows pgx.Rows) (*Job, error) {
-	return pgx.CollectExactlyOneRow(rows, pgx.RowToAddrOfStructByName[Job])
+	return pgx.CollectExactlyOneRow(rows, pgx.RowToAddrOf[Job])
 }
 
 // collectJobs scans rows of [JobColumns] into one allocation of capacity jobs (more
 // if need be) and returns pointers into it.
 func collectJobs(rows pgx.Rows, capacity int) ([]*Job, error) {
-	all, err := pgx.AppendRows(make([]Job, 0, capacity), rows, pgx.RowToStructByName[Job])
+	all, err := pgx.AppendRows(make([]Job, 0, capacity), rows, pgx.RowTo[Job])
 	if err != nil {
 		return nil, err
 	}
@@ -217,7 +217,7 @@ func collectJobs(rows pgx.Rows, capacity int) ([]*Job, error) {
 // collectEnqueued scans rows of pgrun.enqueued ([Enqueued]) into jobs with
 // Deduplicated set.
 func collectEnqueued(rows pgx.Rows, capacity int) ([]*Job, error) {
-	all, err := pgx.AppendRows(make([]Enqueued, 0, capacity), rows, pgx.RowToStructByName[Enqueued])
+	all, err := pgx.AppendRows(make([]Enqueued, 0, capacity), rows, pgx.RowTo[Enqueued])
 	if err != nil {
 		return nil, err
 	}

@@ -22,7 +22,7 @@ func getJob(ctx context.Context, db DB, id int64) (*Job, error) {
 	if err != nil {
 		return nil, dbError("get job", err)
 	}
-	j, err := pgx.CollectExactlyOneRow(rows, pgx.RowToAddrOfStructByName[Job])
+	j, err := pgx.CollectExactlyOneRow(rows, pgx.RowToAddrOf[Job])
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, jobNotFound(id, nil)
 	}
@@ -123,7 +123,7 @@ func transition(ctx context.Context, db DB, verb string, id int64, sql string, a
 	rows, err := db.Query(ctx, sql, args...)
 	if err == nil {
 		var j *Job
-		j, err = pgx.CollectExactlyOneRow(rows, pgx.RowToAddrOfStructByName[Job])
+		j, err = pgx.CollectExactlyOneRow(rows, pgx.RowToAddrOf[Job])
 		if err == nil {
 			return j, nil
 		}

@@ -107,14 +107,20 @@ func pgrunInsert(ctx context.Context, pool *pgxpool.Pool, c config, queue string
 // until the database has no queued or running job left.
 func pgrunBurnDown(ctx context.Context, pool *pgxpool.Pool, c config) (seconds float64, worked *counter, err error) {
 	worked = &counter{}
-	r := runner.New(pool, runner.Config{
+	r, err := runner.New(pool, runner.Config{
 		Queues: map[string]runner.QueueConfig{pgrunQueue: {Workers: c.PgrunWorkers}},
 		Logger: quietLogger(),
 	})
-	runner.Handle(r, benchKind, func(context.Context, *runner.Job[struct{}]) (any, error) {
+	if err != nil {
+		return 0, nil, err
+	}
+	err = runner.Handle(r, benchKind, func(context.Context, *runner.Job[struct{}]) (any, error) {
 		worked.ran()
 		return nil, nil
 	})
+	if err != nil {
+		return 0, nil, err
+	}
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	worked.start = time.Now()

@@ -273,6 +273,16 @@ func (c *Cache) Run(ctx context.Context, every time.Duration) {
 	}
 }
 
+// Acquire is [Cache.Get] for callers that hold models through an interface
+// (runner.ModelCache): the model, and the func that releases it.
+func (c *Cache) Acquire(ctx context.Context, name string) (Model, func(), error) {
+	h, err := c.Get(ctx, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	return h.Model, h.Release, nil
+}
+
 // Loaded lists the resident models, sorted: what a runner advertises as warm.
 func (c *Cache) Loaded() []string {
 	c.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/sqlapi"
 )
 
 // A notification is a hint, never an authority: any role that can connect may send
@@ -59,13 +60,14 @@ func (r *Runner) confirmCancels(ctx context.Context) {
 	}
 }
 
-// jobState is what the confirmer reads of a job.
+// jobState is what the confirmer reads of a job (sqlapi.ClaimStates).
 type jobState struct {
-	attempt   int
-	status    string
-	claimedBy string
-	class     string
-	claim     pgrun.ClaimID
+	ID        int64         `db:"id"`
+	Attempt   int           `db:"attempt"`
+	Status    string        `db:"status"`
+	ClaimedBy string        `db:"claimed_by"`
+	Class     string        `db:"class"`
+	Claim     pgrun.ClaimID `db:"claim_id"`
 }
 
 // confirm reads the jobs of batch and cancels, with the cause the database shows,
@@ -75,22 +77,20 @@ func (r *Runner) confirm(ctx context.Context, batch []cancelKey) {
 	for i, k := range batch {
 		ids[i] = k.id
 	}
-	rows, err := r.pool.Query(ctx, `select id, attempt, status::text, coalesce(claimed_by, ''),
-		coalesce(error ->> 'class', ''), claim_id from pgrun.jobs where id = any ($1)`, ids)
+	rows, err := r.pool.Query(ctx, sqlapi.ClaimStates, ids)
+	var found []jobState
+	if err == nil {
+		found, err = pgx.CollectRows(rows, pgx.RowToStructByName[jobState])
+	}
 	if err != nil {
 		if ctx.Err() == nil && !r.down.fail("confirm cancels", err) {
 			r.log.Warn("confirming cancellations failed; lease renewal will catch them", "jobs", len(batch), "err", err)
 		}
 		return
 	}
-	states := map[int64]jobState{}
-	var id int64
-	var s jobState
-	if _, err := pgx.ForEachRow(rows, []any{&id, &s.attempt, &s.status, &s.claimedBy, &s.class, &s.claim}, func() error {
-		states[id] = s
-		return nil
-	}); err != nil {
-		return
+	states := make(map[int64]jobState, len(found))
+	for _, s := range found {
+		states[s.ID] = s
 	}
 	for _, k := range batch {
 		s, ok := states[k.id]
@@ -99,19 +99,19 @@ func (r *Runner) confirm(ctx context.Context, batch []cancelKey) {
 		}
 		attempt := k.attempt
 		if attempt == 0 {
-			attempt = s.attempt
+			attempt = s.Attempt
 		}
-		if s.attempt != attempt {
+		if s.Attempt != attempt {
 			continue // about an earlier attempt; a later one may run here now
 		}
-		if s.status == "running" && s.claimedBy == r.cfg.WorkerID && r.holdsClaim(k.id, s.claim) {
+		if s.Status == "running" && s.ClaimedBy == r.cfg.WorkerID && r.holdsClaim(k.id, s.Claim) {
 			continue // still ours: the hint was wrong
 		}
 		cause := ErrLeaseLost
 		switch {
-		case s.status == "cancelled":
+		case s.Status == "cancelled":
 			cause = ErrJobCancelled
-		case s.status == "failed" && s.class == "timeout":
+		case s.Status == "failed" && s.Class == "timeout":
 			cause = ErrTimeout
 		}
 		if r.cancelRunning(cancelKey{id: k.id, attempt: attempt}, cause) {
@@ -139,6 +139,10 @@ func (r *Runner) cancelRunning(k cancelKey, cause error) bool {
 	e := r.running[k.id]
 	if e != nil && e.job.Attempt != k.attempt {
 		e = nil // a notification about another attempt
+	}
+	if e != nil && e.completedInTx.Load() {
+		r.mu.Unlock()
+		return false // the handler finished the job itself (CompleteTx) and is returning
 	}
 	if e == nil {
 		r.cancelled[k] = time.Now()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/sqlapi"
 )
 
 // completion is a succeeded attempt waiting to be recorded.
@@ -253,9 +254,7 @@ func (c *completer) send(ctx context.Context, batch []completion) error {
 		// its dispatches queued jobs (pgrun.queue_readied); the outer select reads it
 		// once complete_jobs has run.
 		began := time.Now()
-		err := c.r.pool.QueryRow(ctx, `select coalesce(current_setting('pgrun.readied', true), '')
-			from (select count(*) from pgrun.complete_jobs($1, $2, $3::jsonb[], $4, $5)) done`,
-			ids, attempts, results, c.r.cfg.WorkerID, claims).Scan(&readied)
+		err := c.r.pool.QueryRow(ctx, sqlapi.CompleteJobs, ids, attempts, results, c.r.cfg.WorkerID, claims).Scan(&readied)
 		if err != nil {
 			c.r.down.fail("complete_jobs", err)
 		} else {

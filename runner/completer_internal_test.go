@@ -5,7 +5,7 @@ import "testing"
 // The queues a completion readied (pgrun.readied, ",q1,q2,") wake this runner's
 // fetchers for those queues, and only those; queues served elsewhere are skipped.
 func TestWakeReadiedWakesTheQueuesItServes(t *testing.T) {
-	r := New(nil, Config{Queues: map[string]QueueConfig{"a": {Workers: 1}, "b": {Workers: 1}}})
+	r := newRunner(nil, Config{Queues: map[string]QueueConfig{"a": {Workers: 1}, "b": {Workers: 1}}})
 	fa, fb := newFetcher(r, "a", 1), newFetcher(r, "b", 1)
 	r.fetchers["a"], r.fetchers["b"] = fa, fb
 	woken := func(f *fetcher) bool {

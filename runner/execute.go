@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/pgrun/pgrun"
 	"github.com/pgrun/pgrun/gpu"
+	"github.com/pgrun/pgrun/internal/sqlapi"
 )
 
 // execution is one attempt at one job in this runner.
@@ -36,9 +38,13 @@ type execution struct {
 	f          *fetcher
 	began      time.Time
 	finishOnce sync.Once
-	// models are the cache handles the handler took, released when it returns.
-	mu     sync.Mutex
-	models []*gpu.Handle
+	// releases release the models the handler took from the cache, when it returns.
+	mu       sync.Mutex
+	releases []func()
+
+	// completedInTx is set when the handler finished the job in its own transaction
+	// (CompleteTx): if that committed, the job no longer runs here, which is no news.
+	completedInTx atomic.Bool
 }
 
 // reportTimeout bounds how long reporting an outcome may keep retrying through
@@ -187,13 +193,13 @@ func (e *execution) report(result any, err error) {
 			e.r.failReport(ctx, e.job, "report_failed", fmt.Sprintf("encode children: %v", merr))
 			return
 		}
-		e.exec(ctx, log, "defer", `select pgrun.defer_job($1, $2, $3::jsonb, $4, $5, $6)`,
+		e.exec(ctx, log, "defer", sqlapi.DeferJob,
 			e.job.ID, e.job.Attempt, children, de.ratio, e.r.cfg.WorkerID, e.job.ClaimID)
 		return
 	}
 	var rl *retryLaterError
 	if errors.As(err, &rl) {
-		e.exec(ctx, log, "retry later", `select pgrun.retry_later($1, $2, $3, nullif($4, ''), $5, $6)`,
+		e.exec(ctx, log, "retry later", sqlapi.RetryLater,
 			e.job.ID, e.job.Attempt, rl.delay, sanitize(rl.reason), e.r.cfg.WorkerID, e.job.ClaimID)
 		return
 	}
@@ -236,13 +242,13 @@ func (e *execution) fail(ctx context.Context, log *slog.Logger, err error) {
 		retryable = new(bool)
 	}
 	log.Warn("job failed", "class", class, "err", err, "permanent", retryable != nil)
-	e.exec(ctx, log, "fail", `select pgrun.fail_job($1, $2, $3::jsonb, $4, $5, $6)`,
+	e.exec(ctx, log, "fail", sqlapi.FailJob,
 		e.job.ID, e.job.Attempt, payload, retryable, e.r.cfg.WorkerID, e.job.ClaimID)
 }
 
 // requeue returns the job to its queue without spending an attempt.
 func (e *execution) requeue(ctx context.Context, reason string) {
-	e.exec(ctx, e.r.log, "requeue", `select pgrun.requeue_job($1, $2, $3, $4, $5)`,
+	e.exec(ctx, e.r.log, "requeue", sqlapi.RequeueJob,
 		e.job.ID, e.job.Attempt, reason, e.r.cfg.WorkerID, e.job.ClaimID)
 }
 
@@ -275,8 +281,7 @@ func (r *Runner) failReport(ctx context.Context, job *pgrun.Job, class, message 
 func (r *Runner) failClaim(ctx context.Context, id int64, attempt int, claim pgrun.ClaimID, class, message string) {
 	payload, _ := json.Marshal(map[string]any{"class": class, "message": sanitize(message)})
 	err := withRetry(ctx, func(ctx context.Context) error {
-		_, err := r.pool.Exec(ctx, `select pgrun.fail_job($1, $2, $3::jsonb, false, $4, $5)`,
-			id, attempt, payload, r.cfg.WorkerID, claim)
+		_, err := r.pool.Exec(ctx, sqlapi.FailJob, id, attempt, payload, false, r.cfg.WorkerID, claim)
 		return err
 	})
 	if err != nil {
@@ -316,7 +321,7 @@ func (e *execution) emit(ctx context.Context, event string, fields map[string]an
 	if err != nil {
 		return fmt.Errorf("emit %s: encode fields: %w", event, err)
 	}
-	_, err = e.r.pool.Exec(ctx, `select pgrun.emit($1, $2, $3::jsonb)`, e.job.ID, event, payload)
+	_, err = e.r.pool.Exec(ctx, sqlapi.Emit, e.job.ID, event, payload)
 	if err != nil {
 		return fmt.Errorf("emit %s: %w", event, err)
 	}
@@ -328,41 +333,44 @@ func (e *execution) progress(ctx context.Context, current, total int64) error {
 	if total > 0 {
 		t = &total
 	}
-	if _, err := e.r.pool.Exec(ctx, `select pgrun.set_progress($1, $2, $3)`, e.job.ID, current, t); err != nil {
+	if _, err := e.r.pool.Exec(ctx, sqlapi.SetProgress, e.job.ID, current, t); err != nil {
 		return fmt.Errorf("progress of job %d: %w", e.job.ID, err)
 	}
 	return nil
 }
 
-// useModel gets the job's model from the cache and keeps the handle for release.
+// useModel gets the job's model from the cache and keeps its release for when the
+// handler returns.
 func (e *execution) useModel(ctx context.Context) (gpu.Model, error) {
-	if e.r.cfg.Models == nil {
+	cache := e.r.cfg.Models
+	if cache == nil {
 		return nil, errors.New("runner: no model cache configured (Config.Models)")
 	}
 	if e.job.Model == nil || *e.job.Model == "" {
 		return nil, fmt.Errorf("runner: job %d names no model", e.job.ID)
 	}
-	before := e.r.cfg.Models.Stats().Loads
-	h, err := e.r.cfg.Models.Get(ctx, *e.job.Model)
+	name := *e.job.Model
+	warm := slices.Contains(cache.Loaded(), name)
+	m, release, err := cache.Acquire(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	if e.r.cfg.Models.Stats().Loads != before {
+	if !warm {
 		e.r.heartbeatSoon() // advertise the newly warm model
 	}
 	e.mu.Lock()
-	e.models = append(e.models, h)
+	e.releases = append(e.releases, release)
 	e.mu.Unlock()
-	return h.Model, nil
+	return m, nil
 }
 
 func (e *execution) releaseModels() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for _, h := range e.models {
-		h.Release()
+	for _, release := range e.releases {
+		release()
 	}
-	e.models = nil
+	e.releases = nil
 }
 
 // heartbeatSoon asks the renew loop for a heartbeat now.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/sqlapi"
 )
 
 // fetcher claims jobs for one queue: whenever it is woken (a notification, a freed
@@ -273,9 +274,7 @@ func (f *fetcher) requeueBuffered() {
 	ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
 	defer cancel()
 	err := withRetry(ctx, func(ctx context.Context) error {
-		_, err := f.r.pool.Exec(ctx, `select pgrun.requeue_job(t.id, t.attempt, $4, $5, t.claim)
-			from unnest($1::bigint[], $2::int[], $3::uuid[]) as t(id, attempt, claim)`,
-			ids, attempts, claims, "runner shut down before the job started", f.r.cfg.WorkerID)
+		_, err := f.r.pool.Exec(ctx, sqlapi.RequeueJobs, ids, attempts, claims, "runner shut down before the job started", f.r.cfg.WorkerID)
 		return err
 	})
 	if err != nil {
@@ -365,14 +364,13 @@ func (f *fetcher) claim(ctx context.Context, n int, after *claimKey) ([]*pgrun.J
 		f.r.claimGate.RLock()
 		defer f.r.claimGate.RUnlock()
 		began := time.Now()
-		rows, err := f.r.pool.Query(ctx, `select `+pgrun.JobColumns+`
-			from pgrun.claim_jobs($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		rows, err := f.r.pool.Query(ctx, sqlapi.ClaimJobs,
 			f.queue, f.r.cfg.WorkerID, n, f.r.leaseArg(), f.r.models(), f.r.handledKinds(),
 			afterPriority, afterRunAt, afterID)
 		if err != nil {
 			return err
 		}
-		if jobs, err = pgrun.ScanJobs(rows); err != nil {
+		if jobs, err = scanClaimed(rows, 0); err != nil {
 			return err
 		}
 		f.r.arrive(jobs)

@@ -58,13 +58,18 @@ func (j *Job[T]) UseModel(ctx context.Context) (gpu.Model, error) {
 
 // Handle registers fn for jobs of kind. Args are decoded from the job's JSON args
 // into T; args that do not decode fail the job permanently, since no retry can fix
-// them. Registering a kind twice replaces the earlier handler.
-func Handle[T any](r *Runner, kind string, fn func(ctx context.Context, j *Job[T]) (any, error)) {
+// them. A kind has one handler: registering it again is an error
+// ([ErrKindRegistered]), as is an empty kind. Handlers may be registered while the
+// runner runs; the next claim asks for the new kind too.
+func Handle[T any](r *Runner, kind string, fn func(ctx context.Context, j *Job[T]) (any, error)) error {
+	if fn == nil {
+		return fmt.Errorf("runner: nil handler for kind %q", kind)
+	}
 	// "{}", the args of most jobs that take none, decodes into a struct as its zero
 	// value: no need to run the decoder once per job for it. (Not for a map, which
 	// the decoder would make non-nil.)
 	structArgs := reflect.TypeFor[T]().Kind() == reflect.Struct
-	r.handle(kind, func(ctx context.Context, row *pgrun.Job) (any, error) {
+	return r.handle(kind, func(ctx context.Context, row *pgrun.Job) (any, error) {
 		j := &Job[T]{Job: row, exec: executionFrom(ctx)}
 		if len(row.Args) > 0 && !(structArgs && string(row.Args) == "{}") {
 			if err := json.Unmarshal(row.Args, &j.Args); err != nil {
@@ -79,6 +84,22 @@ func Handle[T any](r *Runner, kind string, fn func(ctx context.Context, j *Job[T
 		}
 		return fn(ctx, j)
 	})
+}
+
+// JobArgs is implemented by args types that name their kind, so that the kind string
+// is written once, on the type, for both enqueueing and handling (pgrun.JobArgs has
+// the same method). Kind must answer on the type's zero value.
+type JobArgs interface {
+	Kind() string
+}
+
+// HandleArgs registers fn for the kind T names (T{}.Kind()), as [Handle] does:
+//
+//	func (ResizeArgs) Kind() string { return "resize" }
+//	err := runner.HandleArgs(r, func(ctx context.Context, j *runner.Job[ResizeArgs]) (any, error) { ... })
+func HandleArgs[T JobArgs](r *Runner, fn func(ctx context.Context, j *Job[T]) (any, error)) error {
+	var zero T
+	return Handle(r, zero.Kind(), fn)
 }
 
 type execKey struct{}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/sqlapi"
 )
 
 // renewLoop keeps this runner's claims alive: every renewEvery one round trip renews the
@@ -57,7 +58,7 @@ func (r *Runner) renew(ctx context.Context) {
 	b := &pgx.Batch{}
 	var held map[int64]bool
 	if len(ids) > 0 {
-		b.Queue(`select pgrun.renew_leases($1, $2, $3, $4)`, r.cfg.WorkerID, ids, r.leaseArg(), claims).Query(
+		b.Queue(sqlapi.RenewLeases, r.cfg.WorkerID, ids, r.leaseArg(), claims).Query(
 			func(rows pgx.Rows) error {
 				got, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 				held = make(map[int64]bool, len(got))
@@ -68,7 +69,7 @@ func (r *Runner) renew(ctx context.Context) {
 			})
 	}
 	if len(beats) > 0 {
-		b.Queue(`select pgrun.beat($1)`, beats)
+		b.Queue(sqlapi.Beat, beats)
 	}
 	r.queueHeartbeat(b, "running")
 	began := time.Now()
@@ -80,7 +81,7 @@ func (r *Runner) renew(ctx context.Context) {
 	}
 	r.down.ok(began)
 	for _, e := range execs {
-		if held != nil && !held[e.job.ID] && e.ctx.Err() == nil {
+		if held != nil && !held[e.job.ID] && e.ctx.Err() == nil && !e.completedInTx.Load() {
 			r.log.Warn("lease lost; cancelling job", "job", e.job.ID)
 			e.cancel(ErrLeaseLost)
 		}
@@ -90,7 +91,7 @@ func (r *Runner) renew(ctx context.Context) {
 // queueHeartbeat adds this worker's heartbeat to b. Its cadence is the renewal
 // interval: maintain() flags the worker dead after three silent cadences.
 func (r *Runner) queueHeartbeat(b *pgx.Batch, state string) {
-	b.Queue(`select pgrun.worker_heartbeat($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+	b.Queue(sqlapi.WorkerHeartbeat,
 		r.cfg.WorkerID, r.cfg.Host, os.Getpid(), r.queueNames(),
 		r.models(), r.cfg.Version, state, r.renewEvery(), r.cfg.Servable, r.handledKinds())
 }

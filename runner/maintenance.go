@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/sqlapi"
 )
 
 // maintainLoop calls pgrun.maintain() every MaintenanceInterval as a candidate for
@@ -30,8 +31,7 @@ func (r *Runner) maintainLoop(ctx context.Context) {
 		}
 		var out []byte
 		began := time.Now()
-		err := r.pool.QueryRow(ctx, `select pgrun.maintain(stall_window => $1, leader => $2, leader_lease => $3)::text`,
-			r.cfg.StallWindow, r.cfg.WorkerID, 3*r.cfg.MaintenanceInterval).Scan(&out)
+		err := r.pool.QueryRow(ctx, sqlapi.MaintainAsLeader, r.cfg.StallWindow, r.cfg.WorkerID, 3*r.cfg.MaintenanceInterval).Scan(&out)
 		if err != nil {
 			var pe *pgconn.PgError
 			if errors.As(err, &pe) && pe.Code == "42501" {

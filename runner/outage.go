@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/sqlapi"
 )
 
 // A runner's background calls (claims, lease renewal, heartbeats, maintenance, the
@@ -176,7 +177,7 @@ func (r *Runner) settle(ctx context.Context) error {
 	reported := r.completer.flush(fctx)
 	cancel()
 	held := r.heldClaims()
-	rows, err := r.pool.Query(ctx, `select pgrun.release_unheld($1, $2)`, r.cfg.WorkerID, held)
+	rows, err := r.pool.Query(ctx, sqlapi.ReleaseUnheld, r.cfg.WorkerID, held)
 	var released []int64
 	if err == nil {
 		released, err = pgx.CollectRows(rows, pgx.RowTo[int64])

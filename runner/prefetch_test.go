@@ -13,7 +13,7 @@ import (
 // The prefetch allowance follows Little's law: what the slots finish during one claim
 // round trip, capped at a claim, and nothing before both have been measured.
 func TestPrefetchCoversOneRoundTrip(t *testing.T) {
-	r := New(nil, Config{Queues: map[string]QueueConfig{"q": {Workers: 100}}, MaxClaim: 500})
+	r := newRunner(nil, Config{Queues: map[string]QueueConfig{"q": {Workers: 100}}, MaxClaim: 500})
 	f := newFetcher(r, "q", 100)
 	if got := f.prefetch(); got != 0 {
 		t.Fatalf("prefetch before any measurement = %d, want 0", got)
@@ -48,8 +48,13 @@ func setupClaimed(t *testing.T, n int) (*Runner, *fetcher, []*pgrun.Job) {
 	t.Helper()
 	ctx := context.Background()
 	pool := testdb.Pool(t)
-	r := New(pool, Config{Queues: map[string]QueueConfig{"q": {Workers: 1}}, WorkerID: "prefetch-test"})
-	HandleBuiltins(r)
+	r, err := New(pool, Config{Queues: map[string]QueueConfig{"q": {Workers: 1}}, WorkerID: "prefetch-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := RegisterExamples(r); err != nil {
+		t.Fatal(err)
+	}
 	f := newFetcher(r, "q", 1)
 	r.fetchers["q"] = f
 	specs := make([]pgrun.JobSpec, n)

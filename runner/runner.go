@@ -9,9 +9,9 @@
 // Behind a transaction-mode pooler it LISTENs on Config.ListenURL, or only polls
 // (see pooler.go and docs/poolers.md).
 //
-//	r := runner.New(pool, runner.Config{Queues: map[string]runner.QueueConfig{"default": {Workers: 16}}})
-//	runner.Handle(r, "resize", func(ctx context.Context, j *runner.Job[ResizeArgs]) (any, error) { ... })
-//	err := r.Run(ctx) // until ctx is done; then a graceful stop
+//	r, err := runner.New(pool, runner.Config{Queues: map[string]runner.QueueConfig{"default": {Workers: 16}}})
+//	err = runner.Handle(r, "resize", func(ctx context.Context, j *runner.Job[ResizeArgs]) (any, error) { ... })
+//	err = r.Run(ctx) // until ctx is done; then a graceful stop
 package runner
 
 import (
@@ -112,25 +112,31 @@ type Config struct {
 	Logger *slog.Logger
 	// Version is recorded in pgrun.workers.
 	Version string
-	// Models is the warm model cache handlers reach through Job.UseModel. Its
-	// resident models are advertised to claim_jobs, so jobs go where their model is
-	// warm.
-	Models *gpu.Cache
+	// Models is the warm model cache handlers reach through Job.UseModel (a
+	// *gpu.Cache, say). Its resident models are advertised to claim_jobs, so jobs go
+	// where their model is warm. Nil: no cache.
+	Models ModelCache
 	// Servable lists the models this runner can load, for jobs that require theirs
 	// (model_required).
 	Servable []string
-	// Devices overrides the probed accelerators (gpu.Probe at Run).
+	// Devices lists the accelerators GPU queues get a slot each for; nil asks
+	// DeviceLister at Run.
 	Devices []gpu.Device
+	// DeviceLister lists the accelerators when Devices is nil and a queue is a GPU
+	// queue; default ProbeDevices (gpu.Probe: nvidia-smi and rocm-smi).
+	DeviceLister DeviceLister
 	// Watchdog configures the abandonment of handlers that ignore their cancelled
 	// context; see WatchdogConfig.
 	Watchdog WatchdogConfig
 	// TelemetryInterval is how often the runner records a hardware sample of its
-	// host (pgrun.record_hw); 0 means DefaultTelemetryInterval, negative disables.
+	// host (pgrun.record_hw, for the UI's host panel); zero or negative records none.
+	// Hosts are sampled only when asked: `runner work` does so every
+	// DefaultTelemetryInterval unless told otherwise.
 	TelemetryInterval time.Duration
 }
 
 // Runner claims and runs jobs. Create it with [New], register handlers with
-// [Handle], then call [Runner.Run].
+// [Handle] or [HandleArgs], then call [Runner.Run].
 type Runner struct {
 	pool *pgxpool.Pool
 	cfg  Config
@@ -173,9 +179,22 @@ type Runner struct {
 	workersStop chan struct{}
 }
 
-// New returns a runner on pool. Configuration errors are reported by Run (and by
-// [Config.Validate], which callers such as the CLI run before connecting).
-func New(pool *pgxpool.Pool, cfg Config) *Runner {
+// New returns a runner on pool, or the first problem with cfg (see
+// [Config.Validate]) as an error naming the field and the bad value. Nothing
+// connects until [Runner.Run].
+func New(pool *pgxpool.Pool, cfg Config) (*Runner, error) {
+	if pool == nil {
+		return nil, errors.New("runner: nil pool")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return newRunner(pool, cfg), nil
+}
+
+// newRunner builds a runner on a configuration already validated, filling in the
+// defaults.
+func newRunner(pool *pgxpool.Pool, cfg Config) *Runner {
 	cfg.defaults()
 	r := &Runner{
 		pool:     pool,
@@ -224,8 +243,8 @@ func (cfg *Config) defaults() {
 		cfg.Logger = slog.Default()
 	}
 	cfg.Watchdog.defaults(cfg.Logger)
-	if cfg.TelemetryInterval == 0 {
-		cfg.TelemetryInterval = DefaultTelemetryInterval
+	if cfg.DeviceLister == nil {
+		cfg.DeviceLister = ProbeDevices
 	}
 }
 
@@ -276,7 +295,7 @@ func (cfg Config) Validate() error {
 	case cfg.MaxClaim < 0 || cfg.MaxClaim > MaxWorkers:
 		return fmt.Errorf("runner: max claim %d is not valid (1 to %d)", cfg.MaxClaim, MaxWorkers)
 	case cfg.TelemetryInterval > 0 && cfg.TelemetryInterval < MinPollInterval:
-		return fmt.Errorf("runner: telemetry interval %s is too short (at least %s, or negative to disable)", cfg.TelemetryInterval, MinPollInterval)
+		return fmt.Errorf("runner: telemetry interval %s is too short (at least %s, or 0 for none)", cfg.TelemetryInterval, MinPollInterval)
 	}
 	if err := cfg.validateListenURL(); err != nil {
 		return err
@@ -317,11 +336,22 @@ func (r *Runner) queueNames() []string { return slices.Sorted(maps.Keys(r.cfg.Qu
 // WorkerID is the id this runner claims under.
 func (r *Runner) WorkerID() string { return r.cfg.WorkerID }
 
-func (r *Runner) handle(kind string, fn HandlerFunc) {
+// ErrKindRegistered is returned by [Handle] for a kind that has a handler already.
+var ErrKindRegistered = errors.New("runner: kind already has a handler")
+
+// handle registers fn for kind, which must be new.
+func (r *Runner) handle(kind string, fn HandlerFunc) error {
+	if kind == "" {
+		return errors.New("runner: handler kind is empty")
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if _, dup := r.handlers[kind]; dup {
+		return fmt.Errorf("%w: %q", ErrKindRegistered, kind)
+	}
 	r.handlers[kind] = fn
 	r.kinds = slices.Sorted(maps.Keys(r.handlers))
+	return nil
 }
 
 // handledKinds lists the kinds this runner has handlers for, sorted: claim_jobs hands
@@ -350,21 +380,11 @@ func (r *Runner) handlerFor(kind string) HandlerFunc {
 	return h
 }
 
-func (r *Runner) validate() error {
-	if r.pool == nil {
-		return errors.New("runner: nil pool")
-	}
-	return r.cfg.Validate()
-}
-
 // Run claims and runs jobs until ctx is done, then stops gracefully: it stops
 // claiming, waits up to ShutdownGrace for in-flight jobs, cancels those still
 // running and requeues them without spending an attempt, flushes completions and
 // returns nil. It waits for the schema first if `migrate up` has not run yet.
 func (r *Runner) Run(ctx context.Context) error {
-	if err := r.validate(); err != nil {
-		return err
-	}
 	if err := r.waitForSchema(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -388,8 +408,8 @@ func (r *Runner) Run(ctx context.Context) error {
 		machinery.Go(func() error { r.maintainLoop(mctx); return nil })
 	}
 
-	if r.cfg.Models != nil {
-		machinery.Go(func() error { r.cfg.Models.Run(mctx, time.Second); return nil })
+	if s, ok := r.cfg.Models.(sweeper); ok {
+		machinery.Go(func() error { s.Run(mctx, time.Second); return nil })
 	}
 	machinery.Go(func() error { r.watchdog(mctx); return nil })
 	if r.cfg.TelemetryInterval > 0 {
@@ -399,7 +419,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	devices := r.cfg.Devices
 	if devices == nil && r.usesGPU() {
 		var err error
-		if devices, err = gpu.Probe(ctx); err != nil {
+		if devices, err = r.cfg.DeviceLister.Devices(ctx); err != nil {
 			r.log.Warn("device probe failed; running on the CPU", "err", err)
 		}
 	}

@@ -14,12 +14,14 @@ import (
 // A cancel notification that arrives before the job starts here (claimed just before
 // its parent was cancelled) keeps the handler from ever running.
 func TestJobCancelledBeforeStartNeverRuns(t *testing.T) {
-	r := New(nil, Config{Queues: map[string]QueueConfig{"default": {Workers: 1}}})
+	r := newRunner(nil, Config{Queues: map[string]QueueConfig{"default": {Workers: 1}}})
 	var ran atomic.Bool
-	Handle(r, "child", func(context.Context, *Job[struct{}]) (any, error) {
+	if err := Handle(r, "child", func(context.Context, *Job[struct{}]) (any, error) {
 		ran.Store(true)
 		return nil, nil
-	})
+	}); err != nil {
+		t.Fatal(err)
+	}
 	f := newFetcher(r, "default", 1)
 	r.cancelRunning(cancelKey{id: 42, attempt: 1}, ErrJobCancelled) // not running here yet: remembered
 	r.start(&pgrun.Job{ID: 42, Kind: "child", Attempt: 1}, f)

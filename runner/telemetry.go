@@ -6,10 +6,12 @@ import (
 	"time"
 
 	"github.com/pgrun/pgrun/gpu"
+	"github.com/pgrun/pgrun/internal/sqlapi"
 )
 
-// DefaultTelemetryInterval is how often a runner samples its host: often enough to
-// watch a GPU batch, rarely enough to cost nothing.
+// DefaultTelemetryInterval is how often `runner work` samples its host unless told
+// otherwise (a Config leaves sampling off): often enough to watch a GPU batch,
+// rarely enough to cost nothing.
 const DefaultTelemetryInterval = 5 * time.Second
 
 // telemetryLoop records a hardware sample of the host every TelemetryInterval
@@ -31,8 +33,7 @@ func (r *Runner) telemetryLoop(ctx context.Context) {
 		}
 		gpus, _ := json.Marshal(sample.GPUs)
 		began := time.Now()
-		if _, err := r.pool.Exec(ctx, `select pgrun.record_hw($1, $2, $3, $4, $5::jsonb)`,
-			r.cfg.Host, sample.CPUPct, sample.MemUsed, sample.MemTotal, gpus); err != nil {
+		if _, err := r.pool.Exec(ctx, sqlapi.RecordHW, r.cfg.Host, sample.CPUPct, sample.MemUsed, sample.MemTotal, gpus); err != nil {
 			if ctx.Err() == nil && !r.down.fail("record_hw", err) {
 				r.log.Warn("recording hardware sample failed", "err", err)
 			}

@@ -62,7 +62,7 @@ func TestHandlerProgressAndEvents(t *testing.T) {
 	b := setup(t)
 	release := make(chan struct{})
 	r := newRunner(b.pool, runner.Config{})
-	runner.Handle(r, "batch", func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
+	handle(t, r, "batch", func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
 		if err := j.Progress(ctx, 45, 100); err != nil {
 			return nil, err
 		}

@@ -22,7 +22,7 @@ import (
 //     $PGRUN_WORKER_ID (the Go runner takes flags instead);
 //   - it serves one job at a time (the suite gives the Go runner one slot) of the
 //     kinds noop, echo, sleep {ms}, fail {message, permanent, times}, later {ms} and
-//     fanout {children}, as runner.HandleBuiltins defines them;
+//     fanout {children}, as runner.RegisterExamples defines them;
 //   - SIGTERM stops it: it claims nothing more, hands its running job back without
 //     spending an attempt, and exits; SIGKILL may come at any time.
 //
@@ -34,7 +34,7 @@ type workerAdapter struct {
 
 var workerAdapters = []workerAdapter{
 	{"go", func(url, queue, id string) *exec.Cmd {
-		return exec.Command(runnerBin, "work", "--database-url", url, "--queues", queue+"=1",
+		return exec.Command(runnerBin, "work", "--examples", "--database-url", url, "--queues", queue+"=1",
 			"--worker-id", id, "--grace", "0s", "--log-level", "warn")
 	}},
 	{"python", func(url, queue, id string) *exec.Cmd {

@@ -59,7 +59,7 @@ func TestEmbeddingsWorkflowEndToEnd(t *testing.T) {
 		Queues: map[string]runner.QueueConfig{"default": {Workers: 2}, "gpu": {GPU: true}},
 		Models: cache, Devices: []gpu.Device{},
 	})
-	embeddings.Register(r, b.pool)
+	require.NoError(t, embeddings.Register(r, b.pool))
 	startRunner(t, r)
 	run, err := pgrun.StartRun(b.ctx, b.pool, embeddings.WorkflowName,
 		map[string]any{"docs": 400, "batch": 50, "seed": 3, "queries": 40}, "")

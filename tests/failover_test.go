@@ -73,14 +73,15 @@ func TestFailover(t *testing.T) {
 	var runners []*runner.Runner
 	for i := range 2 {
 		pool := failoverPool(t, ctx, url, map[string]string{"synchronous_commit": "local"})
-		r := runner.New(pool, runner.Config{
+		r, err := runner.New(pool, runner.Config{
 			WorkerID:          fmt.Sprintf("runner-%d", i),
 			Queues:            map[string]runner.QueueConfig{"default": {Workers: 60}},
 			Logger:            failoverLogger(&logs),
 			TelemetryInterval: -1,
 			ShutdownGrace:     time.Second,
 		})
-		runner.Handle(r, "work", rec.handler)
+		require.NoError(t, err)
+		handle(t, r, "work", rec.handler)
 		startRunner(t, r)
 		runners = append(runners, r)
 	}

@@ -43,7 +43,7 @@ func affinityRun(t *testing.T, affinity bool) int64 {
 			cfg.Models = cache
 		}
 		r := newRunner(b.pool, cfg)
-		runner.Handle(r, "infer", func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
+		handle(t, r, "infer", func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
 			var h *gpu.Handle
 			if affinity {
 				if _, err := j.UseModel(ctx); err != nil {
@@ -116,7 +116,7 @@ func TestGPUQueueSlotsFollowDevices(t *testing.T) {
 		Queues:  map[string]runner.QueueConfig{"gpu": {GPU: true}},
 		Devices: []gpu.Device{{Index: 0}, {Index: 1}},
 	})
-	runner.Handle(r, "infer", func(ctx context.Context, _ *runner.Job[struct{}]) (any, error) {
+	handle(t, r, "infer", func(ctx context.Context, _ *runner.Job[struct{}]) (any, error) {
 		n := inFlight.Add(1)
 		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
 		}
@@ -165,7 +165,7 @@ func TestAbandonment(t *testing.T) {
 		OnTooManyAbandoned: func(n int) { tooMany.Store(int32(n)) },
 	}})
 	var rudeCancelled atomic.Int32
-	runner.Handle(r, "rude", func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
+	handle(t, r, "rude", func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
 		context.AfterFunc(ctx, func() { rudeCancelled.Add(1) })
 		<-stuck // ignores ctx
 		return nil, nil

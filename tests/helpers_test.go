@@ -69,8 +69,20 @@ func startRunner(t *testing.T, r *runner.Runner) (stop func()) {
 	return stop
 }
 
-// newRunner builds a runner with test-friendly settings and the built-ins.
+// newRunner builds a runner with test-friendly settings and the example handlers
+// (runner.RegisterExamples). A configuration the runner refuses panics: it is the
+// test's mistake.
 func newRunner(pool *pgxpool.Pool, cfg runner.Config) *runner.Runner {
+	r := newBareRunner(pool, cfg)
+	if err := runner.RegisterExamples(r); err != nil {
+		panic(err)
+	}
+	return r
+}
+
+// newBareRunner is newRunner without the example handlers, for tests that handle
+// one of the example kinds their own way.
+func newBareRunner(pool *pgxpool.Pool, cfg runner.Config) *runner.Runner {
 	if cfg.Logger == nil {
 		cfg.Logger = quietLogger()
 	}
@@ -80,9 +92,17 @@ func newRunner(pool *pgxpool.Pool, cfg runner.Config) *runner.Runner {
 	if cfg.ShutdownGrace == 0 {
 		cfg.ShutdownGrace = 2 * time.Second // a failed test should not wait 25 s to stop
 	}
-	r := runner.New(pool, cfg)
-	runner.HandleBuiltins(r)
+	r, err := runner.New(pool, cfg)
+	if err != nil {
+		panic(err)
+	}
 	return r
+}
+
+// handle registers fn for kind on r, failing the test if the runner refuses it.
+func handle[T any](t *testing.T, r *runner.Runner, kind string, fn func(context.Context, *runner.Job[T]) (any, error)) {
+	t.Helper()
+	require.NoError(t, runner.Handle(r, kind, fn))
 }
 
 // eventually polls cond every 10 ms until it returns true or the deadline passes.

@@ -86,8 +86,8 @@ func TestCancelStopsRunningHandlersAndIgnoresWhatTheyReturn(t *testing.T) {
 			return ret(ctx)
 		}
 	}
-	runner.Handle(r, "returns-result", block(func(context.Context) (any, error) { return "late result", nil }))
-	runner.Handle(r, "returns-error", block(func(ctx context.Context) (any, error) { return nil, ctx.Err() }))
+	handle(t, r, "returns-result", block(func(context.Context) (any, error) { return "late result", nil }))
+	handle(t, r, "returns-error", block(func(ctx context.Context) (any, error) { return nil, ctx.Err() }))
 	stop := startRunner(t, r)
 
 	for _, kind := range []string{"returns-result", "returns-error"} {

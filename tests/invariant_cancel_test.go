@@ -62,7 +62,7 @@ func TestCancelRunningJobCancelsHandlerWithinASecond(t *testing.T) {
 	var cause atomic.Value
 	var cancelledAt atomic.Int64
 	r := newRunner(b.pool, runner.Config{})
-	runner.Handle(r, "blocker", func(ctx context.Context, _ *runner.Job[struct{}]) (any, error) {
+	handle(t, r, "blocker", func(ctx context.Context, _ *runner.Job[struct{}]) (any, error) {
 		close(started)
 		<-ctx.Done()
 		cancelledAt.Store(time.Now().UnixNano())

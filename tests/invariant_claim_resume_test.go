@@ -75,7 +75,7 @@ func TestRunnerFindsJobsEnqueuedBelowItsKey(t *testing.T) {
 
 	r := newRunner(b.pool, runner.Config{Queues: map[string]runner.QueueConfig{"resume": {Workers: 4}},
 		PollInterval: time.Hour}) // no poll: only the notification can bring the runner back
-	runner.Handle(r, "slowish", func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
+	handle(t, r, "slowish", func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
 		// A little work per job, so that the backlog lasts a while.
 		deadline := time.Now().Add(time.Millisecond)
 		for time.Now().Before(deadline) {

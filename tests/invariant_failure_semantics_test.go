@@ -52,7 +52,7 @@ func TestBadResultFailsOnlyItsJob(t *testing.T) {
 	b := setup(t)
 	gate := make(chan struct{})
 	r := newRunner(b.pool, runner.Config{Queues: map[string]runner.QueueConfig{"default": {Workers: 30}}})
-	runner.Handle(r, "result", func(ctx context.Context, j *runner.Job[struct{ Bad bool }]) (any, error) {
+	handle(t, r, "result", func(ctx context.Context, j *runner.Job[struct{ Bad bool }]) (any, error) {
 		<-gate // finish together, so the completions share a batch
 		if j.Args.Bad {
 			return map[string]string{"text": "nul \x00 here"}, nil
@@ -286,7 +286,7 @@ func TestAffinityIsATiebreakWithinPriority(t *testing.T) {
 	require.Equal(t, coldLate, claim())
 }
 
-// runner.Config is validated at start, with one readable error naming the field.
+// runner.Config is validated by runner.New, with one readable error naming the field.
 func TestRunnerConfigIsValidated(t *testing.T) {
 	b := setup(t)
 	for _, tc := range []struct {
@@ -300,8 +300,10 @@ func TestRunnerConfigIsValidated(t *testing.T) {
 		{runner.Config{Queues: map[string]runner.QueueConfig{"default": {Workers: 1 << 40}}}, "workers 1099511627776 is not valid"},
 		{runner.Config{PollInterval: time.Microsecond}, "poll interval 1µs is too short"},
 	} {
-		r := newRunner(b.pool, tc.cfg)
-		err := r.Run(b.ctx)
+		if tc.cfg.Queues == nil {
+			tc.cfg.Queues = map[string]runner.QueueConfig{"default": {Workers: 8}}
+		}
+		_, err := runner.New(b.pool, tc.cfg)
 		require.ErrorContains(t, err, tc.says)
 		require.NotContains(t, err.Error(), "\n")
 	}

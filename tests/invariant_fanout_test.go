@@ -144,7 +144,7 @@ func TestRunnerDeferAndPreflight(t *testing.T) {
 	b := setup(t)
 	r := newRunner(b.pool, runner.Config{})
 	var bodies atomic.Int32
-	runner.Handle(r, "batch", func(_ context.Context, j *runner.Job[ResizeBatch]) (any, error) {
+	handle(t, r, "batch", func(_ context.Context, j *runner.Job[ResizeBatch]) (any, error) {
 		bodies.Add(1)
 		children := make([]pgrun.JobSpec, len(j.Args.Images))
 		for i, img := range j.Args.Images {

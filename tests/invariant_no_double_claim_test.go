@@ -106,7 +106,7 @@ func TestTwoRunnersExecuteEachJobOnce(t *testing.T) {
 	}
 	for _, id := range []string{"left", "right"} {
 		r := newRunner(b.pool, runner.Config{WorkerID: id, Queues: map[string]runner.QueueConfig{"default": {Workers: 20}}})
-		runner.Handle(r, "counted", count)
+		handle(t, r, "counted", count)
 		startRunner(t, r)
 	}
 	specs := make([]pgrun.JobSpec, jobs)

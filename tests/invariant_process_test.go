@@ -43,10 +43,11 @@ func startWorker(t *testing.T, b *bundle, args ...string) *proc {
 	return startWorkerURL(t, b.url, args...)
 }
 
-// startWorkerURL starts `runner work` against the database at dbURL.
+// startWorkerURL starts `runner work` against the database at dbURL, with the example
+// handlers the tests' jobs use (--examples).
 func startWorkerURL(t *testing.T, dbURL string, args ...string) *proc {
 	t.Helper()
-	return startProc(t, "runner", exec.Command(runnerBin, append([]string{"work", "--database-url", dbURL}, args...)...))
+	return startProc(t, "runner", exec.Command(runnerBin, append([]string{"work", "--examples", "--database-url", dbURL}, args...)...))
 }
 
 // startProc starts cmd, collecting its output, and kills it at test end (printing its
@@ -124,8 +125,8 @@ func TestKilledRunnerJobsRunElsewhereAndSucceed(t *testing.T) {
 	require.Equal(t, 128+int(syscall.SIGKILL), p.wait(t, 10*time.Second))
 
 	// The survivor runs "sleep" quickly: what matters is that it gets the jobs.
-	r := newRunner(b.pool, runner.Config{WorkerID: "survivor"})
-	runner.Handle(r, runner.KindSleep, func(context.Context, *runner.Job[runner.SleepArgs]) (any, error) {
+	r := newBareRunner(b.pool, runner.Config{WorkerID: "survivor"})
+	handle(t, r, runner.KindSleep, func(context.Context, *runner.Job[runner.SleepArgs]) (any, error) {
 		return "rerun", nil
 	})
 	startRunner(t, r)

@@ -37,7 +37,7 @@ func TestRedrivenJobRunsOnARunnerThatHeardItsStop(t *testing.T) {
 			// notification wakes it, so a job it ran proves it had handled every
 			// notification sent before that job's.
 			r := newRunner(b.pool, runner.Config{WorkerID: "bystander", PollInterval: time.Hour, MaintenanceInterval: -1})
-			runner.Handle(r, "work", func(_ context.Context, j *runner.Job[struct{}]) (any, error) {
+			handle(t, r, "work", func(_ context.Context, j *runner.Job[struct{}]) (any, error) {
 				mu.Lock()
 				ran[j.ID] = append(ran[j.ID], j.Attempt)
 				mu.Unlock()

@@ -292,7 +292,7 @@ func TestForgedCancelIsIgnored(t *testing.T) {
 	b := setup(t)
 	stopped := make(chan int64, 4)
 	r := newRunner(b.pool, runner.Config{Queues: map[string]runner.QueueConfig{"roles": {Workers: 4}}, MaintenanceInterval: -1})
-	runner.Handle(r, "hold", func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
+	handle(t, r, "hold", func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
 		<-ctx.Done()
 		stopped <- j.ID
 		return nil, ctx.Err()
@@ -331,7 +331,7 @@ func TestNoArgsInPayloadsOrInfoLogs(t *testing.T) {
 		Logger:            slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		TelemetryInterval: 50 * time.Millisecond,
 	})
-	runner.Handle(r, "leaky", func(ctx context.Context, j *runner.Job[map[string]string]) (any, error) {
+	handle(t, r, "leaky", func(ctx context.Context, j *runner.Job[map[string]string]) (any, error) {
 		return nil, fmt.Errorf("failed on purpose")
 	})
 	conns := map[string]*pgx.Conn{}

@@ -51,7 +51,7 @@ func TestWorkerControlDrainOffOn(t *testing.T) {
 	release := make(chan struct{})
 	var cancelled atomic.Value
 	r := newRunner(b.pool, runner.Config{Host: "host-x", WorkerID: "wx"})
-	runner.Handle(r, "hold", func(ctx context.Context, j *runner.Job[struct{ UntilCancelled bool }]) (any, error) {
+	handle(t, r, "hold", func(ctx context.Context, j *runner.Job[struct{ UntilCancelled bool }]) (any, error) {
 		done := release
 		if j.Args.UntilCancelled {
 			done = nil

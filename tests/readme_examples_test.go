@@ -27,7 +27,7 @@ import (
 // repoRoot is where README.md and examples/ live, relative to this package.
 const repoRoot = ".."
 
-// builtinKinds are the kinds `runner work` serves out of the box; the README's
+// builtinKinds are the example kinds `runner work --examples` serves; the README's
 // examples use only these, so that they run on a fresh install.
 var builtinKinds = []string{runner.KindNoop, runner.KindSleep, runner.KindEcho, runner.KindFail}
 

@@ -22,7 +22,7 @@ func TestHandlerTimeoutFailsTheAttempt(t *testing.T) {
 	b := setup(t)
 	var cause atomic.Value
 	r := newRunner(b.pool, runner.Config{MaintenanceInterval: -1})
-	runner.Handle(r, "slow", func(ctx context.Context, _ *runner.Job[struct{}]) (any, error) {
+	handle(t, r, "slow", func(ctx context.Context, _ *runner.Job[struct{}]) (any, error) {
 		<-ctx.Done()
 		cause.Store(context.Cause(ctx))
 		return nil, ctx.Err()
@@ -48,7 +48,7 @@ func TestBeatingHandlerPastItsTimeoutIsSpared(t *testing.T) {
 	b := setup(t)
 	release := make(chan struct{})
 	r := newRunner(b.pool, runner.Config{MaintenanceInterval: -1, Lease: time.Second})
-	runner.Handle(r, "beating", func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
+	handle(t, r, "beating", func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
 		for {
@@ -107,7 +107,7 @@ func TestRunnerSurvivesKilledConnections(t *testing.T) {
 	// The runner gets a pool of its own, named so that only its sessions are killed.
 	victim := testdb.PoolFor(t, b.url+"&application_name=victim")
 	r := newRunner(victim, runner.Config{})
-	runner.Handle(r, "counted", func(context.Context, *runner.Job[struct{}]) (any, error) {
+	handle(t, r, "counted", func(context.Context, *runner.Job[struct{}]) (any, error) {
 		runs.Add(1)
 		return nil, nil
 	})
@@ -156,7 +156,7 @@ func runLongJob(t *testing.T, b *bundle, lease time.Duration) (*pgrun.Job, *atom
 	started := make(chan *pgrun.Job, 1)
 	cause := new(atomic.Value)
 	r := newRunner(b.pool, runner.Config{WorkerID: "mine", Lease: lease, MaintenanceInterval: -1})
-	runner.Handle(r, "long", func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
+	handle(t, r, "long", func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
 		started <- j.Job
 		<-ctx.Done()
 		cause.Store(context.Cause(ctx))

@@ -22,7 +22,7 @@ func TestRunnerHandsBackALostClaimWhenItReconnects(t *testing.T) {
 	victim := testdb.PoolFor(t, b.url+"&application_name=victim")
 	ran := make(chan pgrun.ClaimID, 1)
 	r := newRunner(victim, runner.Config{WorkerID: "w-lost", MaintenanceInterval: -1})
-	runner.Handle(r, "lost", func(_ context.Context, j *runner.Job[struct{}]) (any, error) {
+	handle(t, r, "lost", func(_ context.Context, j *runner.Job[struct{}]) (any, error) {
 		ran <- j.ClaimID
 		return nil, nil
 	})

@@ -37,11 +37,11 @@ func TestRunnerRecordsResultsAndErrors(t *testing.T) {
 	require.NoError(t, err)
 	var calls atomic.Int32
 	r := newRunner(b.pool, runner.Config{})
-	runner.Handle(r, "panics", func(context.Context, *runner.Job[struct{}]) (any, error) {
+	handle(t, r, "panics", func(context.Context, *runner.Job[struct{}]) (any, error) {
 		calls.Add(1)
 		panic("kaboom")
 	})
-	runner.Handle(r, "later", func(_ context.Context, j *runner.Job[struct{}]) (any, error) {
+	handle(t, r, "not-yet", func(_ context.Context, j *runner.Job[struct{}]) (any, error) {
 		if j.Attempt == 1 {
 			return nil, runner.RetryLater(time.Millisecond, "not yet")
 		}
@@ -49,7 +49,7 @@ func TestRunnerRecordsResultsAndErrors(t *testing.T) {
 	})
 	pan, err := pgrun.Enqueue(b.ctx, b.pool, "panics", nil, pgrun.MaxAttempts(1))
 	require.NoError(t, err)
-	later, err := pgrun.Enqueue(b.ctx, b.pool, "later", nil, pgrun.MaxAttempts(1))
+	later, err := pgrun.Enqueue(b.ctx, b.pool, "not-yet", nil, pgrun.MaxAttempts(1))
 	require.NoError(t, err)
 	startRunner(t, r)
 
@@ -93,7 +93,7 @@ func TestRunnerMiddlewareWrapsHandlers(t *testing.T) {
 		}
 	}
 	r := newRunner(b.pool, runner.Config{Middleware: []runner.Middleware{mw}})
-	runner.Handle(r, "ctxcheck", func(ctx context.Context, _ *runner.Job[struct{}]) (any, error) {
+	handle(t, r, "ctxcheck", func(ctx context.Context, _ *runner.Job[struct{}]) (any, error) {
 		v, _ := ctx.Value(key{}).(string)
 		seen.Store(v)
 		if v == "" {

@@ -135,8 +135,9 @@ func TestRunnerChecksTheAPIVersion(t *testing.T) {
 	_, err := b.pool.Exec(b.ctx, `create or replace function pgrun.api_compatible_since() returns integer
 		language sql immutable as 'select `+strconv.Itoa(pgrun.APIVersion()+1)+`'`)
 	require.NoError(t, err)
-	r := runner.New(b.pool, runner.Config{Queues: map[string]runner.QueueConfig{"q": {Workers: 1}},
+	r, err := runner.New(b.pool, runner.Config{Queues: map[string]runner.QueueConfig{"q": {Workers: 1}},
 		Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
 	defer cancel()
 	err = r.Run(ctx)

@@ -232,7 +232,10 @@ func bench(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, o benchO
 			}
 			defer p.Close()
 		}
-		r, stop := startQuietRunner(ctx, p, map[string]runner.QueueConfig{queue: {Workers: workers}})
+		r, stop, err := startQuietRunner(ctx, p, map[string]runner.QueueConfig{queue: {Workers: workers}})
+		if err != nil {
+			return nil, err
+		}
 		defer stop()
 		fleet = append(fleet, r)
 	}
@@ -337,13 +340,19 @@ func waitCompleted(ctx context.Context, completed func() int64, n int64, marks .
 	}
 }
 
-// startQuietRunner runs an in-process runner with the built-ins and no logs (bench
-// and demo print their own progress); stop cancels it and waits for it to finish.
-func startQuietRunner(ctx context.Context, pool *pgxpool.Pool, queues map[string]runner.QueueConfig) (*runner.Runner, func()) {
-	r := runner.New(pool, runner.Config{Queues: queues, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	runner.HandleBuiltins(r)
+// startQuietRunner runs an in-process runner with the example handlers and no logs
+// (bench and demo print their own progress); stop cancels it and waits for it to
+// finish.
+func startQuietRunner(ctx context.Context, pool *pgxpool.Pool, queues map[string]runner.QueueConfig) (*runner.Runner, func(), error) {
+	r, err := runner.New(pool, runner.Config{Queues: queues, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := runner.RegisterExamples(r); err != nil {
+		return nil, nil, err
+	}
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- r.Run(rctx) }()
-	return r, func() { cancel(); <-done }
+	return r, func() { cancel(); <-done }, nil
 }

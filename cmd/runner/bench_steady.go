@@ -46,7 +46,10 @@ func benchSteady(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, ra
 		_, _ = pool.Exec(cctx, `delete from pgrun.jobs where queue = $1`, queue)
 		_, _ = pool.Exec(cctx, `delete from pgrun.queues where name = $1`, queue)
 	}()
-	r, stop := startQuietRunner(ctx, pool, map[string]runner.QueueConfig{queue: {Workers: workers}})
+	r, stop, err := startQuietRunner(ctx, pool, map[string]runner.QueueConfig{queue: {Workers: workers}})
+	if err != nil {
+		return nil, err
+	}
 	defer stop()
 
 	fmt.Fprintf(progress, "bench: enqueueing %d jobs/s for %s\n", rate, d)

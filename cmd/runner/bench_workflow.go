@@ -55,7 +55,10 @@ func benchWorkflow(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, 
 	if err := probeDispatch(ctx, pool, name, queue, res); err != nil {
 		return nil, err
 	}
-	_, stop := startQuietRunner(ctx, pool, map[string]runner.QueueConfig{queue: {Workers: workers}})
+	_, stop, err := startQuietRunner(ctx, pool, map[string]runner.QueueConfig{queue: {Workers: workers}})
+	if err != nil {
+		return nil, err
+	}
 	defer stop()
 
 	fmt.Fprintf(progress, "bench: %d runs of a 3-node chain\n", runs)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -61,13 +62,17 @@ func demo(ctx context.Context, pool *pgxpool.Pool, out io.Writer, input map[stri
 		return err
 	}
 	cache := gpu.NewCache(gpu.CacheConfig{Load: embeddings.Load, IdleUnload: 10 * time.Minute})
-	r := runner.New(pool, runner.Config{
+	r, err := runner.New(pool, runner.Config{
 		Queues: map[string]runner.QueueConfig{"default": {Workers: 4}, "gpu": {GPU: true}},
 		Models: cache, Servable: []string{embeddings.ModelName},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
-	runner.HandleBuiltins(r)
-	embeddings.Register(r, pool)
+	if err != nil {
+		return err
+	}
+	if err := errors.Join(runner.RegisterExamples(r), embeddings.Register(r, pool)); err != nil {
+		return err
+	}
 	rctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- r.Run(rctx) }()

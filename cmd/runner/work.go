@@ -22,16 +22,16 @@ import (
 
 func init() { commands = append(commands, newWorkCmd) }
 
-// registerHandlers lets other files of this command (examples) add handlers to the
-// runner `work` builds, after the built-ins.
-var registerHandlers []func(*runner.Runner)
-
 // workFlags are the flags of `runner work`, checked by config before anything
 // connects.
 type workFlags struct {
 	queues, workerID, logLevel string
 	grace, lease, poll         time.Duration
 	listenURL                  string
+	// examples registers the example handlers (runner.RegisterExamples and the
+	// embeddings example); telemetry is the host sampling interval (0: none).
+	examples  bool
+	telemetry time.Duration
 }
 
 // Bounds on the flags of `runner work`: the runner's own (runner.Config.Validate
@@ -67,6 +67,9 @@ func (f *workFlags) config(changed func(string) bool) (runner.Config, slog.Level
 	if f.poll < minPollInterval {
 		return runner.Config{}, level, fmt.Errorf("--poll-interval %s is too short: give %s or more", f.poll, minPollInterval)
 	}
+	if f.telemetry < 0 || (f.telemetry > 0 && f.telemetry < minPollInterval) {
+		return runner.Config{}, level, fmt.Errorf("--telemetry-interval %s is not valid: give 0 (no host samples) or %s or more", f.telemetry, minPollInterval)
+	}
 	if f.listenURL != "" {
 		if _, err := pgx.ParseConfig(f.listenURL); err != nil {
 			return runner.Config{}, level, fmt.Errorf("--listen-url is not a PostgreSQL URL: %v", err)
@@ -89,6 +92,8 @@ func (f *workFlags) config(changed func(string) bool) (runner.Config, slog.Level
 		ShutdownGrace: grace,
 		Version:       version,
 		ListenURL:     f.listenURL,
+
+		TelemetryInterval: f.telemetry,
 	}
 	if cfg.ListenURL == "" {
 		cfg.ListenURL = os.Getenv("PGRUN_LISTEN_URL")
@@ -132,10 +137,13 @@ func newWorkCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "work",
 		Short: "Run jobs: claim from the given queues and run their handlers until SIGTERM",
-		Long: `work runs a runner with the built-in operations (noop, sleep, echo, fail) until
-SIGTERM or SIGINT. Then it stops claiming, waits --grace for in-flight jobs, cancels
-and requeues the rest without spending an attempt, and exits 0. A second signal
-exits at once (status 130); leases bring back what was left.
+		Long: `work runs a runner until SIGTERM or SIGINT. Then it stops claiming, waits --grace
+for in-flight jobs, cancels and requeues the rest without spending an attempt, and
+exits 0. A second signal exits at once (status 130); leases bring back what was left.
+
+With --examples it serves the example operations (noop, sleep, echo, fail, later,
+fanout, and the embeddings example's ingest, embed, knn and report); without it, the
+handlers a program registers (see the runner package) are the only ones.
 
 Every flag is checked before connecting: --queues takes name=N with N from 1 to
 10000 (or gpu), --lease 0 or at least 1s, --grace 0 or more, --poll-interval at
@@ -156,15 +164,23 @@ LISTEN and new jobs wait up to --poll-interval. See docs/poolers.md.`,
 				return err
 			}
 			defer pool.Close()
-			// The example embedder is always servable: a gpu queue can run its jobs.
-			cfg.Models = gpu.NewCache(gpu.CacheConfig{Load: embeddings.Load, IdleUnload: 10 * time.Minute})
-			cfg.Servable = []string{embeddings.ModelName}
+			if f.examples {
+				// The example embedder is servable: a gpu queue can run its jobs.
+				cfg.Models = gpu.NewCache(gpu.CacheConfig{Load: embeddings.Load, IdleUnload: 10 * time.Minute})
+				cfg.Servable = []string{embeddings.ModelName}
+			}
 			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-			r := runner.New(pool, cfg)
-			runner.HandleBuiltins(r)
-			embeddings.Register(r, pool)
-			for _, register := range registerHandlers {
-				register(r)
+			r, err := runner.New(pool, cfg)
+			if err != nil {
+				return err
+			}
+			if f.examples {
+				if err := errors.Join(runner.RegisterExamples(r), embeddings.Register(r, pool)); err != nil {
+					return err
+				}
+			} else {
+				cfg.Logger.Warn("no handlers: this runner claims no jobs; --examples serves the example operations, " +
+					"and a program of your own registers its handlers with the runner package")
 			}
 			return r.Run(cmd.Context())
 		},
@@ -175,6 +191,8 @@ LISTEN and new jobs wait up to --poll-interval. See docs/poolers.md.`,
 	cmd.Flags().DurationVar(&f.lease, "lease", 0, "claim lease, at least 1s, renewed every lease/3 (0: each queue's default_lease, else "+pgrun.DefaultLease.String()+")")
 	cmd.Flags().DurationVar(&f.poll, "poll-interval", runner.DefaultPollInterval, "how often each queue is polled without a notification (at least 10ms)")
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	cmd.Flags().BoolVar(&f.examples, "examples", false, "serve the example operations (noop, sleep, echo, fail, later, fanout, and the embeddings example)")
+	cmd.Flags().DurationVar(&f.telemetry, "telemetry-interval", runner.DefaultTelemetryInterval, "how often to record a hardware sample of this host for the UI (0: none; else at least 10ms)")
 	cmd.Flags().StringVar(&f.listenURL, "listen-url", "", "a direct (session) URL to the same database for the one LISTEN connection, when --database-url goes through a transaction-mode pooler (default $PGRUN_LISTEN_URL)")
 	return cmd
 }

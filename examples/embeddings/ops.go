@@ -65,34 +65,36 @@ type KNNArgs struct {
 
 // Register adds the example's operations to r; they read and write through pool.
 // Embedding jobs take the embedder from r's model cache (Config.Models, loading with
-// Load).
-func Register(r *runner.Runner, pool *pgxpool.Pool) {
-	runner.Handle(r, KindIngest, func(ctx context.Context, j *runner.Job[IngestArgs]) (any, error) {
-		return ingest(ctx, pool, corpusName(j.RunID, j.ID), j.Args)
-	})
-	runner.Handle(r, KindEmbed, func(ctx context.Context, j *runner.Job[EmbedArgs]) (any, error) {
-		m, err := j.UseModel(ctx)
-		if err != nil {
-			return nil, err
-		}
-		e, ok := m.(*Embedder)
-		if !ok {
-			return nil, runner.Permanent(fmt.Errorf("model %s is a %T, not an embedder", *j.Model, m))
-		}
-		return embedBatch(ctx, pool, e, j.Args.Batch, j.Beat)
-	})
-	runner.Handle(r, KindKNN, func(ctx context.Context, j *runner.Job[KNNArgs]) (any, error) {
-		return knn(ctx, pool, j.Args)
-	})
-	runner.Handle(r, KindReport, func(ctx context.Context, j *runner.Job[map[string]any]) (any, error) {
-		corpus, _ := j.Args["corpus"].(string)
-		if corpus == "" {
-			return nil, runner.Permanent(errors.New("report needs a corpus"))
-		}
-		_, err := pool.Exec(ctx, `insert into pgrun_examples.reports (corpus, report) values ($1, $2)
+// Load). It is an error if r handles one of their kinds already.
+func Register(r *runner.Runner, pool *pgxpool.Pool) error {
+	return errors.Join(
+		runner.Handle(r, KindIngest, func(ctx context.Context, j *runner.Job[IngestArgs]) (any, error) {
+			return ingest(ctx, pool, corpusName(j.RunID, j.ID), j.Args)
+		}),
+		runner.Handle(r, KindEmbed, func(ctx context.Context, j *runner.Job[EmbedArgs]) (any, error) {
+			m, err := j.UseModel(ctx)
+			if err != nil {
+				return nil, err
+			}
+			e, ok := m.(*Embedder)
+			if !ok {
+				return nil, runner.Permanent(fmt.Errorf("model %s is a %T, not an embedder", *j.Model, m))
+			}
+			return embedBatch(ctx, pool, e, j.Args.Batch, j.Beat)
+		}),
+		runner.Handle(r, KindKNN, func(ctx context.Context, j *runner.Job[KNNArgs]) (any, error) {
+			return knn(ctx, pool, j.Args)
+		}),
+		runner.Handle(r, KindReport, func(ctx context.Context, j *runner.Job[map[string]any]) (any, error) {
+			corpus, _ := j.Args["corpus"].(string)
+			if corpus == "" {
+				return nil, runner.Permanent(errors.New("report needs a corpus"))
+			}
+			_, err := pool.Exec(ctx, `insert into pgrun_examples.reports (corpus, report) values ($1, $2)
 			on conflict (corpus) do update set report = excluded.report, created_at = now()`, corpus, j.Args)
-		return j.Args, err
-	})
+			return j.Args, err
+		}),
+	)
 }
 
 func corpusName(runID *int64, jobID int64) string {

@@ -28,10 +28,6 @@ const DueQueue = `select queue from pgrun.jobs
 // row: $1 queue, $2 worker, $3 kinds.
 const ClaimJob = `select ` + JobColumns + ` from pgrun.claim_job($1, $2, $3)`
 
-// CompleteJob finishes a claimed job (pgrun.complete_job): $1 id, $2 attempt, $3
-// result, $4 worker, $5 claim id.
-const CompleteJob = `select pgrun.complete_job($1, $2, $3::jsonb, $4, $5)`
-
-// FailJob records a failed attempt of a claimed job (pgrun.fail_job), the engine
+// FailClaimed records a failed attempt of a claimed job (pgrun.fail_job), the engine
 // deciding whether it is retried: $1 id, $2 attempt, $3 error, $4 worker, $5 claim id.
-const FailJob = `select id is not null from pgrun.fail_job($1, $2, $3::jsonb, null, $4, $5)`
+const FailClaimed = `select id is not null from pgrun.fail_job($1, $2, $3::jsonb, null, $4, $5)`
