@@ -128,6 +128,9 @@ type Config struct {
 	// TelemetryInterval is how often the runner records a hardware sample of its
 	// host (pgrun.record_hw); 0 means DefaultTelemetryInterval, negative disables.
 	TelemetryInterval time.Duration
+	// Hooks observe claims, outcomes, maintenance and lost leases (see [Hooks]):
+	// metrics.Exporter.Hooks for Prometheus, [LogOutcomes] for a log line per job.
+	Hooks []Hooks
 }
 
 var queueName = regexp.MustCompile(`^[a-z][a-z0-9_.-]{0,62}$`)
@@ -374,7 +377,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	r.log.Info("runner started", "queues", r.queueNames(), "host", r.cfg.Host, "kinds", r.handledKinds())
+	r.log.Info("runner started", "queues", r.queueNames(), "slots", r.slotsByQueue(), "host", r.cfg.Host, "kinds", r.handledKinds())
 
 	r.workersStop = make(chan struct{})
 	// bg is for the machinery that must outlive ctx during the shutdown sequence.
