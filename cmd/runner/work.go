@@ -17,6 +17,7 @@ import (
 
 	"github.com/pgrun/pgrun/examples/embeddings"
 	"github.com/pgrun/pgrun/gpu"
+	"github.com/pgrun/pgrun/metrics"
 	"github.com/pgrun/pgrun/runner"
 )
 
@@ -32,6 +33,8 @@ type workFlags struct {
 	queues, workerID, logLevel string
 	grace, lease, poll         time.Duration
 	listenURL                  string
+	logFormat, metricsAddr     string
+	jobLog                     bool
 }
 
 // Bounds on the flags of `runner work`: the runner's own (runner.Config.Validate
@@ -74,6 +77,12 @@ func (f *workFlags) config(changed func(string) bool) (runner.Config, slog.Level
 	}
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
 		return runner.Config{}, level, fmt.Errorf("--log-level %q is not one of debug, info, warn, error", f.logLevel)
+	}
+	if err := checkLogFormat(f.logFormat); err != nil {
+		return runner.Config{}, level, err
+	}
+	if err := checkMetricsAddr(f.metricsAddr); err != nil {
+		return runner.Config{}, level, err
 	}
 	grace := f.grace
 	if grace == 0 {
@@ -144,7 +153,11 @@ least 10ms, --worker-id 1 to 200 characters.
 Through a transaction-mode pooler (PgBouncer, a cloud pooler), --database-url is the
 pooled URL and --listen-url (default $PGRUN_LISTEN_URL) a direct one to the same
 database, for the one connection that LISTENs; without it the runner does not
-LISTEN and new jobs wait up to --poll-interval. See docs/poolers.md.`,
+LISTEN and new jobs wait up to --poll-interval. See docs/poolers.md.
+
+Logs go to standard error as text, or as JSON with --log-format json, with one
+line per finished job at info (--job-log=false to leave it out). --metrics-addr
+serves Prometheus metrics (docs/metrics.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, level, err := f.config(cmd.Flags().Changed)
@@ -159,7 +172,20 @@ LISTEN and new jobs wait up to --poll-interval. See docs/poolers.md.`,
 			// The example embedder is always servable: a gpu queue can run its jobs.
 			cfg.Models = gpu.NewCache(gpu.CacheConfig{Load: embeddings.Load, IdleUnload: 10 * time.Minute})
 			cfg.Servable = []string{embeddings.ModelName}
-			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			cfg.Logger = newLogger(os.Stderr, f.logFormat, level)
+			slog.SetDefault(cfg.Logger)
+			if f.jobLog {
+				cfg.Hooks = append(cfg.Hooks, runner.LogOutcomes(cfg.Logger, slog.LevelInfo))
+			}
+			if f.metricsAddr != "" {
+				exp := metrics.New(pool)
+				cfg.Hooks = append(cfg.Hooks, exp.Hooks())
+				stop, err := serveMetrics(f.metricsAddr, exp.Handler(), cfg.Logger)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			r := runner.New(pool, cfg)
 			runner.HandleBuiltins(r)
 			embeddings.Register(r, pool)
@@ -175,6 +201,9 @@ LISTEN and new jobs wait up to --poll-interval. See docs/poolers.md.`,
 	cmd.Flags().DurationVar(&f.lease, "lease", 0, "claim lease, at least 1s, renewed every lease/3 (0: each queue's default_lease, else 30s)")
 	cmd.Flags().DurationVar(&f.poll, "poll-interval", runner.DefaultPollInterval, "how often each queue is polled without a notification (at least 10ms)")
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	cmd.Flags().StringVar(&f.logFormat, "log-format", "text", "text (key=value, for people) or json (one object a line, for log shippers)")
+	cmd.Flags().BoolVar(&f.jobLog, "job-log", true, "log one line per finished job at info (id, kind, queue, attempt, duration, outcome); --job-log=false or --log-level warn turns it off")
+	cmd.Flags().StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics, such as :9090 (default: none; see docs/metrics.md)")
 	cmd.Flags().StringVar(&f.listenURL, "listen-url", "", "a direct (session) URL to the same database for the one LISTEN connection, when --database-url goes through a transaction-mode pooler (default $PGRUN_LISTEN_URL)")
 	return cmd
 }
