@@ -180,22 +180,30 @@ func TestScrapeReadsTheQueuesFromTheDatabase(t *testing.T) {
 	for range 3 {
 		specs = append(specs, pgrun.JobSpec{Kind: "nobody", Queue: "idle", RunAt: &future})
 	}
+	specs = append(specs, pgrun.JobSpec{Kind: "nobody", RunAt: &future}) // queue default, nothing due
 	_, err = pgrun.EnqueueMany(b.ctx, b.pool, specs)
 	require.NoError(t, err)
 	_, err = b.pool.Exec(b.ctx, `select pgrun.pause_queue('idle')`)
 	require.NoError(t, err)
 
 	got, text := b.scrape(t)
-	require.EqualValues(t, 1, got[`pgrun_database_up`], text)
-	require.EqualValues(t, 7, got[`pgrun_queue_jobs{queue="idle",state="queued"}`])
-	require.EqualValues(t, 3, got[`pgrun_queue_jobs{queue="idle",state="scheduled"}`])
-	require.EqualValues(t, 0, got[`pgrun_queue_jobs{queue="idle",state="running"}`])
-	require.EqualValues(t, 1, got[`pgrun_queue_paused{queue="idle"}`])
-	require.EqualValues(t, 0, got[`pgrun_queue_paused{queue="default"}`])
-	require.EqualValues(t, 0, got[`pgrun_queue_counts_estimated{queue="idle"}`])
-	require.InDelta(t, 60, got[`pgrun_queue_oldest_queued_age_seconds{queue="idle"}`], 30)
-	require.EqualValues(t, 0, got[`pgrun_queue_oldest_queued_age_seconds{queue="default"}`], "nothing due")
-	require.EqualValues(t, 7, got[`pgrun_queue_unhandled_jobs{queue="idle"}`], "no worker serves the queue")
+	value := func(key string) float64 {
+		v, ok := got[key]
+		require.True(t, ok, "%s missing from the scrape:\n%s", key, text)
+		return v
+	}
+	require.EqualValues(t, 1, value(`pgrun_database_up`))
+	require.EqualValues(t, 7, value(`pgrun_queue_jobs{queue="idle",state="queued"}`))
+	require.EqualValues(t, 3, value(`pgrun_queue_jobs{queue="idle",state="scheduled"}`))
+	require.EqualValues(t, 0, value(`pgrun_queue_jobs{queue="idle",state="running"}`))
+	require.EqualValues(t, 1, value(`pgrun_queue_jobs{queue="default",state="scheduled"}`))
+	require.EqualValues(t, 1, value(`pgrun_queue_paused{queue="idle"}`))
+	require.EqualValues(t, 0, value(`pgrun_queue_paused{queue="default"}`))
+	require.EqualValues(t, 0, value(`pgrun_queue_counts_estimated{queue="idle"}`))
+	require.InDelta(t, 60, value(`pgrun_queue_oldest_queued_age_seconds{queue="idle"}`), 30)
+	require.EqualValues(t, 0, value(`pgrun_queue_oldest_queued_age_seconds{queue="default"}`), "nothing due")
+	require.EqualValues(t, 7, value(`pgrun_queue_unhandled_jobs{queue="idle"}`), "no worker serves the queue")
+	require.GreaterOrEqual(t, value(`pgrun_database_scrape_duration_seconds`), 0.0)
 
 	// A scrape that cannot reach the database still serves the runner metrics.
 	b.pool.Close()
