@@ -18,12 +18,19 @@ type Sample struct {
 	MemUsed  int64    `json:"mem_used"`  // bytes (total minus available)
 	MemTotal int64    `json:"mem_total"` // bytes
 	GPUs     []Device `json:"gpus"`
+	// Self is the sampling process's own share of CPU and memory (its cgroup v2 when
+	// readable, else the process alone); nil where neither can be read.
+	Self *Self `json:"self,omitempty"`
 }
 
-// Sampler reads CPU and memory from /proc and the GPUs from the vendor tools.
+// Sampler reads CPU and memory from /proc, its own process's share from its cgroup
+// v2, and the GPUs from the vendor tools.
 type Sampler struct {
 	// ProcRoot is where /proc is read from (tests point it at recorded files).
 	ProcRoot string
+	// CgroupRoot is where the cgroup v2 hierarchy is mounted; default: as
+	// ProcRoot/self/mountinfo says, else /sys/fs/cgroup.
+	CgroupRoot string
 	// Probe lists devices (default Probe).
 	Probe func(context.Context) ([]Device, error)
 
@@ -31,6 +38,7 @@ type Sampler struct {
 	prevBusy  uint64
 	prevTotal uint64
 	havePrev  bool
+	self      *selfReader
 }
 
 // Sample reads the hardware now. CPU% is measured between consecutive calls; the
@@ -49,6 +57,10 @@ func (s *Sampler) Sample(ctx context.Context) (Sample, error) {
 	if s.havePrev && total > s.prevTotal {
 		out.CPUPct = 100 * float64(busy-s.prevBusy) / float64(total-s.prevTotal)
 	}
+	if s.self == nil {
+		s.self = &selfReader{procRoot: root, cgroupRoot: s.CgroupRoot}
+	}
+	out.Self = s.self.read(total, s.prevTotal, s.havePrev)
 	s.prevBusy, s.prevTotal, s.havePrev = busy, total, true
 	s.mu.Unlock()
 	if out.MemTotal, out.MemUsed, err = readMem(filepath.Join(root, "meminfo")); err != nil {

@@ -17,6 +17,9 @@ type completion struct {
 	attempt int
 	claim   pgrun.ClaimID
 	result  []byte // JSON, or nil for no result
+	// job and ran (the handler's time) are for the outcome hooks.
+	job *pgrun.Job
+	ran time.Duration
 }
 
 // completeConcurrency is how many complete_jobs calls the completer keeps in flight.
@@ -206,35 +209,61 @@ func (c *completer) complete(batch []completion) {
 	ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
 	defer cancel()
 	start := time.Now()
-	err := c.send(ctx, batch)
+	done, err := c.send(ctx, batch)
 	switch {
 	case err == nil:
 		c.r.stats.completed.Add(int64(len(batch)))
 		c.r.log.Debug("completed", "jobs", len(batch), "took", time.Since(start))
+		c.ended(batch, done, time.Since(start), nil)
 	case isRefused(err):
 		// One bad result (a value the server will not store) must not poison the
 		// batch: complete one by one, and fail only the job the server refuses.
 		for _, x := range batch {
-			err := c.send(ctx, []completion{x})
+			began := time.Now()
+			done, err := c.send(ctx, []completion{x})
 			if err == nil {
 				c.r.stats.completed.Add(1)
+				c.ended([]completion{x}, done, time.Since(began), nil)
 			}
 			if err != nil && isRefused(err) {
 				c.r.log.Error("the database refused a job's result; failing the job", "job", x.id, "err", err)
-				c.r.failClaim(ctx, x.id, x.attempt, x.claim, "bad_result", fmt.Sprintf("result refused: %v", err))
+				status, err := c.r.failClaim(ctx, x.id, x.attempt, x.claim, "bad_result", fmt.Sprintf("result refused: %v", err))
+				c.r.ended(x.job, reported("fail", status), x.ran, time.Since(began), err)
 			} else if err != nil {
 				c.r.log.Error("could not record a completion; its lease will bring the job back", "job", x.id, "err", err)
+				c.ended([]completion{x}, nil, time.Since(began), err)
 			}
 		}
 	default:
 		c.r.log.Error("could not record completions; their leases will bring the jobs back",
 			"jobs", len(batch), "err", err)
+		c.ended(batch, nil, time.Since(start), err)
+	}
+}
+
+// ended tells the outcome hooks how batch ended: done lists the ids complete_jobs
+// finished (the others had moved on), err the call's error.
+func (c *completer) ended(batch []completion, done []int64, took time.Duration, err error) {
+	if !c.r.hooked() {
+		return
+	}
+	finished := make(map[int64]bool, len(done))
+	for _, id := range done {
+		finished[id] = true
+	}
+	for _, x := range batch {
+		o := OutcomeSucceeded
+		if err == nil && !finished[x.id] {
+			o = OutcomeStale
+		}
+		c.r.ended(x.job, o, x.ran, took, err)
 	}
 }
 
 // send records batch with one complete_jobs call, retrying transient errors, and
-// then wakes this runner's fetchers of the queues in which the batch readied jobs.
-func (c *completer) send(ctx context.Context, batch []completion) error {
+// then wakes this runner's fetchers of the queues in which the batch readied jobs. It
+// returns the ids complete_jobs finished.
+func (c *completer) send(ctx context.Context, batch []completion) ([]int64, error) {
 	ids := make([]int64, len(batch))
 	attempts := make([]int32, len(batch))
 	claims := make([]pgrun.ClaimID, len(batch))
@@ -249,12 +278,13 @@ func (c *completer) send(ctx context.Context, batch []completion) error {
 		}
 	}
 	var readied string
+	var done []int64
 	err := withRetry(ctx, func(ctx context.Context) error {
 		// pgrun.readied lists, for the rest of the transaction, the queues in which
 		// its dispatches queued jobs (pgrun.queue_readied); the outer select reads it
 		// once complete_jobs has run.
 		began := time.Now()
-		err := c.r.pool.QueryRow(ctx, sqlapi.CompleteJobs, ids, attempts, results, c.r.cfg.WorkerID, claims).Scan(&readied)
+		err := c.r.pool.QueryRow(ctx, sqlapi.CompleteJobs, ids, attempts, results, c.r.cfg.WorkerID, claims).Scan(&readied, &done)
 		if err != nil {
 			c.r.down.fail("complete_jobs", err)
 		} else {
@@ -266,7 +296,7 @@ func (c *completer) send(ctx context.Context, batch []completion) error {
 		c.r.stats.completeCalls.Add(1)
 		c.r.wakeReadied(readied)
 	}
-	return err
+	return done, err
 }
 
 // wakeReadied wakes the fetchers of the queues in list (",q1,q2,", as complete_jobs

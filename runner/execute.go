@@ -64,7 +64,9 @@ func (r *Runner) start(job *pgrun.Job, f *fetcher) {
 	// not from when the watchdog next looks.
 	e.cancel = func(cause error) {
 		if cause != nil && ctx.Err() == nil {
-			e.cancelledAt.CompareAndSwap(0, r.cfg.Watchdog.Now().UnixNano())
+			if e.cancelledAt.CompareAndSwap(0, r.cfg.Watchdog.Now().UnixNano()) && errors.Is(cause, ErrLeaseLost) {
+				r.leaseLost(job)
+			}
 		}
 		cancel(cause)
 	}
@@ -178,6 +180,7 @@ func (e *execution) report(result any, err error) {
 		// The database has already decided: the job was cancelled, failed for its
 		// timeout, or taken back. Whatever the handler returned is ignored.
 		log.Info("job stopped", "cause", cause)
+		e.r.ended(e.job, stoppedBy(cause), time.Since(e.began), 0, nil)
 		return
 	case errors.Is(cause, ErrShutdown):
 		e.requeue(ctx, "runner shut down before the job finished")
@@ -190,7 +193,7 @@ func (e *execution) report(result any, err error) {
 	if errors.As(err, &de) {
 		children, merr := json.Marshal(de.children)
 		if merr != nil {
-			e.r.failReport(ctx, e.job, "report_failed", fmt.Sprintf("encode children: %v", merr))
+			e.failEnded(ctx, "report_failed", fmt.Sprintf("encode children: %v", merr))
 			return
 		}
 		e.exec(ctx, log, "defer", sqlapi.DeferJob,
@@ -215,11 +218,12 @@ func (e *execution) succeed(result any) {
 		if payload, err = json.Marshal(result); err != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
 			defer cancel()
-			e.r.failReport(ctx, e.job, "bad_result", fmt.Sprintf("encode result: %v", err))
+			e.failEnded(ctx, "bad_result", fmt.Sprintf("encode result: %v", err))
 			return
 		}
 	}
-	e.r.completer.add(completion{id: e.job.ID, attempt: e.job.Attempt, claim: e.job.ClaimID, result: payload})
+	e.r.completer.add(completion{id: e.job.ID, attempt: e.job.Attempt, claim: e.job.ClaimID, result: payload,
+		job: e.job, ran: time.Since(e.began)})
 }
 
 // fail records a failed attempt with its class, message and (for panics) stack.
@@ -252,42 +256,57 @@ func (e *execution) requeue(ctx context.Context, reason string) {
 		e.job.ID, e.job.Attempt, reason, e.r.cfg.WorkerID, e.job.ClaimID)
 }
 
-// exec runs one transition, retrying transient errors. A transition that matches
+// exec runs one transition, whose statement returns the job's status after it,
+// retrying transient errors, and tells the outcome hooks. A transition that matches
 // nothing (the job moved on) is not an error. One the server refuses for its input
 // fails the job with class report_failed and the server's reason.
 func (e *execution) exec(ctx context.Context, log *slog.Logger, what, sql string, args ...any) {
+	ran := time.Since(e.began)
+	began := time.Now()
+	var status *string
 	err := withRetry(ctx, func(ctx context.Context) error {
-		_, err := e.r.pool.Exec(ctx, sql, args...)
-		return err
+		return e.r.pool.QueryRow(ctx, sql, args...).Scan(&status)
 	})
 	switch {
 	case err == nil:
+		e.r.ended(e.job, reported(what, deref(status)), ran, time.Since(began), nil)
 	case isRefused(err):
 		log.Error("the database refused the job's outcome; failing the job", "report", what, "err", err)
-		e.r.failReport(ctx, e.job, "report_failed", fmt.Sprintf("%s refused: %v", what, err))
+		e.failEnded(ctx, "report_failed", fmt.Sprintf("%s refused: %v", what, err))
 	default:
 		log.Error("could not report job outcome; its lease will bring it back", "report", what, "err", err)
+		e.r.ended(e.job, intended(what), ran, time.Since(began), err)
 	}
+}
+
+// failEnded fails the job for good (failReport) and tells the outcome hooks.
+func (e *execution) failEnded(ctx context.Context, class, message string) {
+	ran := time.Since(e.began)
+	began := time.Now()
+	status, err := e.r.failReport(ctx, e.job, class, message)
+	e.r.ended(e.job, reported("fail", status), ran, time.Since(began), err)
 }
 
 // failReport fails job's claim for good with class and message: the outcome the
 // handler produced could not be recorded. It is the runner's last word on a job, so
 // the message is sanitised to be storable.
-func (r *Runner) failReport(ctx context.Context, job *pgrun.Job, class, message string) {
-	r.failClaim(ctx, job.ID, job.Attempt, job.ClaimID, class, message)
+func (r *Runner) failReport(ctx context.Context, job *pgrun.Job, class, message string) (string, error) {
+	return r.failClaim(ctx, job.ID, job.Attempt, job.ClaimID, class, message)
 }
 
-// failClaim is failReport for a job known by its id, attempt and claim.
-func (r *Runner) failClaim(ctx context.Context, id int64, attempt int, claim pgrun.ClaimID, class, message string) {
+// failClaim is failReport for a job known by its id, attempt and claim. It returns the
+// job's status after the call ("" if the claim matched nothing: the job moved on).
+func (r *Runner) failClaim(ctx context.Context, id int64, attempt int, claim pgrun.ClaimID, class, message string) (string, error) {
 	payload, _ := json.Marshal(map[string]any{"class": class, "message": sanitize(message)})
+	var status *string
 	err := withRetry(ctx, func(ctx context.Context) error {
-		_, err := r.pool.Exec(ctx, sqlapi.FailJob, id, attempt, payload, false, r.cfg.WorkerID, claim)
-		return err
+		return r.pool.QueryRow(ctx, sqlapi.FailJob, id, attempt, payload, false, r.cfg.WorkerID, claim).Scan(&status)
 	})
 	if err != nil {
 		r.log.Error("could not fail a job whose outcome was refused; its lease will bring it back",
 			"job", id, "attempt", attempt, "class", class, "err", err)
 	}
+	return deref(status), err
 }
 
 // isRefused reports errors the server raises for the input of a call (SQLSTATE

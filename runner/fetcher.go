@@ -192,6 +192,7 @@ func (f *fetcher) launch(ctx context.Context, results chan<- claimed) {
 			began := time.Now()
 			jobs, err := f.claim(ctx, n, after)
 			took := time.Since(began)
+			f.r.claimed(f.queue, jobs, took, err)
 			f.r.log.Debug("claimed", "queue", f.queue, "asked", n, "got", len(jobs), "resumed", after != nil,
 				"took", took)
 			results <- claimed{wakes: wakes, asked: n, jobs: jobs, err: err, took: took}

@@ -41,6 +41,9 @@ func (r *Runner) maintainLoop(ctx context.Context) {
 			if ctx.Err() == nil && !r.down.fail("maintain", err) {
 				r.log.Warn("maintain failed", "err", err)
 			}
+			if ctx.Err() == nil {
+				r.maintained(nil, time.Since(began), err)
+			}
 			continue
 		}
 		r.down.ok(began)
@@ -48,6 +51,7 @@ func (r *Runner) maintainLoop(ctx context.Context) {
 		if json.Unmarshal(out, &m) != nil {
 			continue
 		}
+		r.maintained(m, time.Since(began), nil)
 		_, skipped := m["skipped"]
 		if skipped == leading {
 			if leading = !skipped; leading {

@@ -133,6 +133,9 @@ type Config struct {
 	// Hosts are sampled only when asked: `runner work` does so every
 	// DefaultTelemetryInterval unless told otherwise.
 	TelemetryInterval time.Duration
+	// Hooks observe claims, outcomes, maintenance and lost leases (see [Hooks]):
+	// metrics.Exporter.Hooks for Prometheus, [LogOutcomes] for a log line per job.
+	Hooks []Hooks
 }
 
 // Runner claims and runs jobs. Create it with [New], register handlers with
@@ -391,7 +394,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	r.log.Info("runner started", "queues", r.queueNames(), "host", r.cfg.Host, "kinds", r.handledKinds())
+	r.log.Info("runner started", "queues", r.queueNames(), "slots", r.slotsByQueue(), "host", r.cfg.Host, "kinds", r.handledKinds())
 
 	r.workersStop = make(chan struct{})
 	// bg is for the machinery that must outlive ctx during the shutdown sequence.

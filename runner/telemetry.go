@@ -15,7 +15,8 @@ import (
 const DefaultTelemetryInterval = 5 * time.Second
 
 // telemetryLoop records a hardware sample of the host every TelemetryInterval
-// (pgrun.record_hw keeps an hour per host and notifies pgrun_hw).
+// (pgrun.record_hw keeps an hour per host and notifies pgrun_hw), with the runner's
+// own share of it (its cgroup v2, or its process) apart from the rest.
 func (r *Runner) telemetryLoop(ctx context.Context) {
 	s := &gpu.Sampler{}
 	t := time.NewTicker(r.cfg.TelemetryInterval)
@@ -32,8 +33,9 @@ func (r *Runner) telemetryLoop(ctx context.Context) {
 			continue
 		}
 		gpus, _ := json.Marshal(sample.GPUs)
+		self := r.selfJSON(sample.Self)
 		began := time.Now()
-		if _, err := r.pool.Exec(ctx, sqlapi.RecordHW, r.cfg.Host, sample.CPUPct, sample.MemUsed, sample.MemTotal, gpus); err != nil {
+		if _, err := r.pool.Exec(ctx, sqlapi.RecordHW, r.cfg.Host, sample.CPUPct, sample.MemUsed, sample.MemTotal, gpus, self); err != nil {
 			if ctx.Err() == nil && !r.down.fail("record_hw", err) {
 				r.log.Warn("recording hardware sample failed", "err", err)
 			}
@@ -41,4 +43,17 @@ func (r *Runner) telemetryLoop(ctx context.Context) {
 			r.down.ok(began)
 		}
 	}
+}
+
+// selfJSON is the runner's own share for record_hw's self argument, naming the worker
+// (several runners may share a host); nil when it could not be read.
+func (r *Runner) selfJSON(s *gpu.Self) []byte {
+	if s == nil {
+		return nil
+	}
+	b, _ := json.Marshal(struct {
+		Worker string `json:"worker"`
+		*gpu.Self
+	}{r.cfg.WorkerID, s})
+	return b
 }

@@ -335,6 +335,8 @@ func TestWorkRejectsBadFlagsBeforeConnecting(t *testing.T) {
 		{[]string{"--worker-id", ""}, []string{`--worker-id "" is empty`}},
 		{[]string{"--worker-id", "box\nfake log line"}, []string{`--worker-id "box\nfake log line" contains a control character`}},
 		{[]string{"--log-level", "loud"}, []string{`--log-level "loud" is not one of debug, info, warn, error`}},
+		{[]string{"--log-format", "xml"}, []string{`--log-format "xml" is not one of text, json`}},
+		{[]string{"--metrics-addr", "9090"}, []string{`--metrics-addr "9090" is not host:port (such as :9090 or 127.0.0.1:9090)`}},
 		{[]string{"--listen-url", "postgres://x@127.0.0.1/db?sslmode=sometimes"}, []string{"--listen-url is not a PostgreSQL URL", "sslmode"}},
 		{[]string{"--lease", "soon"}, []string{`invalid argument "soon" for "--lease" flag`}},
 		{[]string{"extra"}, []string{`unknown command "extra" for "runner work"`}},

@@ -17,6 +17,7 @@ import (
 	"github.com/pgrun/pgrun"
 	"github.com/pgrun/pgrun/examples/embeddings"
 	"github.com/pgrun/pgrun/gpu"
+	"github.com/pgrun/pgrun/metrics"
 	"github.com/pgrun/pgrun/runner"
 )
 
@@ -30,8 +31,10 @@ type workFlags struct {
 	listenURL                  string
 	// examples registers the example handlers (runner.RegisterExamples and the
 	// embeddings example); telemetry is the host sampling interval (0: none).
-	examples  bool
-	telemetry time.Duration
+	examples               bool
+	telemetry              time.Duration
+	logFormat, metricsAddr string
+	jobLog                 bool
 }
 
 // Bounds on the flags of `runner work`: the runner's own (runner.Config.Validate
@@ -77,6 +80,12 @@ func (f *workFlags) config(changed func(string) bool) (runner.Config, slog.Level
 	}
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
 		return runner.Config{}, level, fmt.Errorf("--log-level %q is not one of debug, info, warn, error", f.logLevel)
+	}
+	if err := checkLogFormat(f.logFormat); err != nil {
+		return runner.Config{}, level, err
+	}
+	if err := checkMetricsAddr(f.metricsAddr); err != nil {
+		return runner.Config{}, level, err
 	}
 	grace := f.grace
 	if grace == 0 {
@@ -152,7 +161,11 @@ least 10ms, --worker-id 1 to 200 characters.
 Through a transaction-mode pooler (PgBouncer, a cloud pooler), --database-url is the
 pooled URL and --listen-url (default $PGRUN_LISTEN_URL) a direct one to the same
 database, for the one connection that LISTENs; without it the runner does not
-LISTEN and new jobs wait up to --poll-interval. See docs/poolers.md.`,
+LISTEN and new jobs wait up to --poll-interval. See docs/poolers.md.
+
+Logs go to standard error as text, or as JSON with --log-format json, with one
+line per finished job at info (--job-log=false to leave it out). --metrics-addr
+serves Prometheus metrics (docs/metrics.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, level, err := f.config(cmd.Flags().Changed)
@@ -169,7 +182,20 @@ LISTEN and new jobs wait up to --poll-interval. See docs/poolers.md.`,
 				cfg.Models = gpu.NewCache(gpu.CacheConfig{Load: embeddings.Load, IdleUnload: 10 * time.Minute})
 				cfg.Servable = []string{embeddings.ModelName}
 			}
-			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			cfg.Logger = newLogger(os.Stderr, f.logFormat, level)
+			slog.SetDefault(cfg.Logger)
+			if f.jobLog {
+				cfg.Hooks = append(cfg.Hooks, runner.LogOutcomes(cfg.Logger, slog.LevelInfo))
+			}
+			if f.metricsAddr != "" {
+				exp := metrics.New(pool)
+				cfg.Hooks = append(cfg.Hooks, exp.Hooks())
+				stop, err := serveMetrics(f.metricsAddr, exp.Handler(), cfg.Logger)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			r, err := runner.New(pool, cfg)
 			if err != nil {
 				return err
@@ -193,6 +219,9 @@ LISTEN and new jobs wait up to --poll-interval. See docs/poolers.md.`,
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	cmd.Flags().BoolVar(&f.examples, "examples", false, "serve the example operations (noop, sleep, echo, fail, later, fanout, and the embeddings example)")
 	cmd.Flags().DurationVar(&f.telemetry, "telemetry-interval", runner.DefaultTelemetryInterval, "how often to record a hardware sample of this host for the UI (0: none; else at least 10ms)")
+	cmd.Flags().StringVar(&f.logFormat, "log-format", "text", "text (key=value, for people) or json (one object a line, for log shippers)")
+	cmd.Flags().BoolVar(&f.jobLog, "job-log", true, "log one line per finished job at info (id, kind, queue, attempt, duration, outcome); --job-log=false or --log-level warn turns it off")
+	cmd.Flags().StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics, such as :9090 (default: none; see docs/metrics.md)")
 	cmd.Flags().StringVar(&f.listenURL, "listen-url", "", "a direct (session) URL to the same database for the one LISTEN connection, when --database-url goes through a transaction-mode pooler (default $PGRUN_LISTEN_URL)")
 	return cmd
 }

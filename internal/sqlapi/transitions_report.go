@@ -5,10 +5,11 @@ package sqlapi
 // earlier claim, another worker) matches nothing and changes nothing.
 
 // CompleteJobs finishes a batch of claimed jobs and returns the queues in which the
-// completions readied jobs, as ",q1,q2," (pgrun.readied; empty for none): $1 ids, $2
-// attempts, $3 results (NULL: none has one), $4 worker, $5 claim ids.
-const CompleteJobs = `select coalesce(current_setting('pgrun.readied', true), '')
-	from (select count(*) from pgrun.complete_jobs($1, $2, $3::jsonb[], $4, $5)) done`
+// completions readied jobs, as ",q1,q2," (pgrun.readied; empty for none), and the ids
+// it finished (a report that matched nothing is stale): $1 ids, $2 attempts, $3
+// results (NULL: none has one), $4 worker, $5 claim ids.
+const CompleteJobs = `select coalesce(current_setting('pgrun.readied', true), ''), done.ids
+	from (select array_agg(id) as ids from pgrun.complete_jobs($1, $2, $3::jsonb[], $4, $5) id) done`
 
 // CompleteJob finishes one claimed job, in the caller's transaction, and returns
 // whether it was running under that claim: $1 id, $2 attempt, $3 result, $4 worker,
@@ -17,15 +18,15 @@ const CompleteJob = `select pgrun.complete_job($1, $2, $3::jsonb, $4, $5)`
 
 // FailJob records a failed attempt: $1 id, $2 attempt, $3 error, $4 retryable (NULL:
 // the error's class decides), $5 worker, $6 claim id.
-const FailJob = `select pgrun.fail_job($1, $2, $3::jsonb, $4, $5, $6)`
+const FailJob = `select status::text from pgrun.fail_job($1, $2, $3::jsonb, $4, $5, $6)`
 
 // RetryLater puts a running job back to run after a delay without spending an
 // attempt: $1 id, $2 attempt, $3 delay, $4 reason (empty for none), $5 worker, $6 claim id.
-const RetryLater = `select pgrun.retry_later($1, $2, $3, nullif($4, ''), $5, $6)`
+const RetryLater = `select status::text from pgrun.retry_later($1, $2, $3, nullif($4, ''), $5, $6)`
 
 // RequeueJob puts a running job back to run now without spending an attempt: $1 id,
 // $2 attempt, $3 reason, $4 worker, $5 claim id.
-const RequeueJob = `select pgrun.requeue_job($1, $2, $3, $4, $5)`
+const RequeueJob = `select status::text from pgrun.requeue_job($1, $2, $3, $4, $5)`
 
 // RequeueJobs is RequeueJob for many jobs in one call: $1 ids, $2 attempts, $3 claim
 // ids, $4 reason, $5 worker.
@@ -35,4 +36,4 @@ const RequeueJobs = `select pgrun.requeue_job(t.id, t.attempt, $4, $5, t.claim)
 // DeferJob turns a running job into the waiting parent of children: $1 id, $2
 // attempt, $3 children (a JSON array of job specs), $4 failure ratio, $5 worker, $6
 // claim id.
-const DeferJob = `select pgrun.defer_job($1, $2, $3::jsonb, $4, $5, $6)`
+const DeferJob = `select status::text from pgrun.defer_job($1, $2, $3::jsonb, $4, $5, $6)`

@@ -4,6 +4,7 @@ package sqlapi
 const ListWorkers = `select id, host, pid, state, queues, models, version, started_at, last_seen,
 	since_seen, cadence, flagged_dead_at, alive, kinds, running
 	from pgrun.worker_status order by id`
+
 // WorkerHeartbeat records a worker's state in pgrun.workers: $1 id, $2 host, $3 pid,
 // $4 queues, $5 warm models, $6 version, $7 state, $8 cadence, $9 servable models,
 // $10 handled kinds.

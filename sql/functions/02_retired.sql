@@ -66,3 +66,6 @@ drop function if exists pgrun.worker_heartbeat(text, text, integer, text[], text
 
 -- from 21_enqueue_batch.sql
 drop function if exists pgrun.enqueue_batch(text[], jsonb[], text[], integer[], timestamptz[], integer[], text[], bigint[], text[], interval[], jsonb[], text[]); -- retired in version 1
+
+-- from telemetry.sql
+drop function if exists pgrun.record_hw(text, real, bigint, bigint, jsonb, interval); -- retired in version 2

@@ -53,11 +53,17 @@ from pgrun.runs r
 join pgrun.jobs j on j.run_id = r.id and j.parent_id is null;
 $ddl$);
 
--- host_status is the latest hardware sample of each host.
+-- host_status is the latest hardware sample of each host. self_* are the sampling
+-- runner's own share (its cgroup v2, or its process: self_source), others_* the rest
+-- of the host; NULL where the runner could not read its share.
 select pgrun.ensure_ddl('view', 'host_status', null, $ddl$
 create view pgrun.host_status as
 select distinct on (m.host) m.host, m.at, now() - m.at as age, m.cpu_pct, m.mem_used, m.mem_total,
-       jsonb_array_length(m.gpus) as gpu_count, m.gpus
+       jsonb_array_length(m.gpus) as gpu_count, m.gpus,
+       m.self ->> 'worker' as self_worker, m.self ->> 'source' as self_source,
+       (m.self ->> 'cpu_pct')::real as self_cpu_pct, (m.self ->> 'mem_used')::bigint as self_mem_used,
+       greatest(m.cpu_pct - (m.self ->> 'cpu_pct')::real, 0) as others_cpu_pct,
+       greatest(m.mem_used - (m.self ->> 'mem_used')::bigint, 0) as others_mem_used
 from pgrun.hw_metrics m
 order by m.host, m.at desc;
 $ddl$);
