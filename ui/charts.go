@@ -126,10 +126,10 @@ func lineChart(title string, from, to time.Time, top float64, topLabel string, s
 	}
 	for i, s := range ss {
 		x := padL + 6 + i*110
-		fmt.Fprintf(&b, `<rect class="key %s" x="%d" y="4" width="10" height="3"/><text class="legend" x="%d" y="10">%s</text>`,
+		fmt.Fprintf(&b, `<rect class="swatch %s" x="%d" y="4" width="10" height="4"/><text class="legend" x="%d" y="10">%s</text>`,
 			s.Class, x, x+14, html.EscapeString(s.Name))
 	}
-	timeLabels(&b, "−"+short(to.Sub(from)), "now")
+	timeLabels(&b, fmt.Sprintf("−%.0f min", to.Sub(from).Minutes()), "now")
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String())
 }

@@ -150,6 +150,7 @@ var funcs = template.FuncMap{
 	"pretty":    pretty,
 	"deref":     deref,
 	"derefInt":  func(p *int64) int64 { return derefOr(p, 0) },
+	"derefF":    func(p *float64) float64 { return derefOr(p, 0) },
 	"join":      strings.Join,
 	"query":     withQuery,
 	"progress":  func(cur int64, total *int64) int64 { return progressPct(cur, total) },
