@@ -15,7 +15,7 @@ import (
 const (
 	chartW = 480
 	chartH = 120
-	padL   = 40 // room for the axis labels
+	padL   = 56 // room for the axis labels ("1,000/min")
 	padB   = 16
 )
 

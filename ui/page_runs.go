@@ -74,9 +74,11 @@ func (s *Server) runs(w http.ResponseWriter, r *http.Request) {
 	if maxID != nil {
 		cursor = min(cursor, *maxID+1)
 	}
-	deadline := time.Now().Add(jobsBudget)
+	start := time.Now()
+	var slowest time.Duration
 	for cursor > 1 {
 		lo := max(1, cursor-runsWindow)
+		began := time.Now()
 		rows, err := collect[runRow](ctx, s.pool, sqlapi.DashboardRuns, cursor, nilIfEmpty(d.Workflow),
 			nilIfEmpty(d.Status), lo, runsPageSize-len(d.Runs))
 		if err != nil {
@@ -89,7 +91,8 @@ func (s *Server) runs(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 		cursor = lo
-		if cursor > 1 && time.Now().After(deadline) {
+		slowest = max(slowest, time.Since(began))
+		if cursor > 1 && time.Since(start)+slowest > jobsBudget {
 			d.SearchedTo, d.Older = cursor, cursor
 			break
 		}
