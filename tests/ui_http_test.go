@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -312,4 +313,66 @@ func sep(p string) string {
 		return "&"
 	}
 	return "?"
+}
+
+// Live updates: an event stream gets a change when the engine notifies (an enqueue
+// on pgrun_jobs, here), and at once a change that came after the page it belongs
+// to was rendered but before the stream opened.
+func TestUIEventStreamFollowsNotifications(t *testing.T) {
+	b := setup(t)
+	base := serveUI(t, b.pool, ui.Options{})
+	_, page := get(t, base+"/")
+	seq := regexp.MustCompile(`data-seq="(\d+)"`).FindStringSubmatch(page)
+	require.NotNil(t, seq)
+
+	open := func(since string) (*bufio.Reader, func()) {
+		req, err := http.NewRequestWithContext(b.ctx, http.MethodGet, base+"/events?since="+since, nil)
+		require.NoError(t, err)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
+		return bufio.NewReader(resp.Body), func() { resp.Body.Close() }
+	}
+	// next reads the stream up to the next change event and returns its data.
+	next := func(r *bufio.Reader) string {
+		done := make(chan string, 1)
+		go func() {
+			var event string
+			for {
+				line, err := r.ReadString('\n')
+				if err != nil {
+					done <- "error: " + err.Error()
+					return
+				}
+				if strings.HasPrefix(line, "event: ") {
+					event = strings.TrimSpace(strings.TrimPrefix(line, "event: "))
+				}
+				if data, ok := strings.CutPrefix(line, "data: "); ok && event == "change" {
+					done <- strings.TrimSpace(data)
+					return
+				}
+			}
+		}()
+		select {
+		case d := <-done:
+			return d
+		case <-time.After(15 * time.Second):
+			t.Fatal("no change event within 15 s")
+			return ""
+		}
+	}
+
+	stream, closeStream := open(seq[1])
+	defer closeStream()
+	_, err := pgrun.Enqueue(b.ctx, b.pool, "noop", nil, pgrun.Queue("live"))
+	require.NoError(t, err)
+	var data string
+	for !strings.Contains(data, `"live"`) { // a fingerprint change may come first
+		data = next(stream)
+	}
+	require.Contains(t, data, "pgrun_jobs")
+
+	late, closeLate := open(seq[1]) // opened after a change the page did not show
+	defer closeLate()
+	require.Contains(t, next(late), "missed")
 }

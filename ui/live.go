@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -81,6 +83,10 @@ type hub struct {
 	mu     sync.Mutex
 	subs   map[chan change]struct{}
 	closed bool
+	// seq counts the changes broadcast so far. A page carries the value it was
+	// rendered under, and a stream that opens later than a change it missed gets
+	// that change at once (see events).
+	seq uint64
 }
 
 func newHub(pool *pgxpool.Pool, log *slog.Logger) *hub {
@@ -121,15 +127,17 @@ func (h *hub) closeAll() {
 	}
 }
 
-func (h *hub) watched() bool {
+// sequence is the number of changes broadcast so far.
+func (h *hub) sequence() uint64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return len(h.subs) > 0
+	return h.seq
 }
 
 func (h *hub) broadcast(c change) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.seq++
 	for ch := range h.subs {
 		select {
 		case ch <- c:
@@ -213,8 +221,9 @@ func subject(channel, payload string) string {
 	return payload
 }
 
-// check reads the fingerprint once a second while a browser watches, and notes a
-// "state" change when it moved.
+// check reads the fingerprint once a second and notes a "state" change when it
+// moved. It runs whether or not a browser watches (about a millisecond a second),
+// so that a change between a page's rendering and its stream's opening is counted.
 func (h *hub) check(ctx context.Context) {
 	t := time.NewTicker(liveCheckEvery)
 	defer t.Stop()
@@ -225,10 +234,6 @@ func (h *hub) check(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		}
-		if !h.watched() {
-			last = ""
-			continue
 		}
 		var fp *string
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -280,9 +285,14 @@ func (h *hub) fanOut(ctx context.Context) {
 	}
 }
 
-// events is the server-sent event stream a page subscribes to (/events): an
-// "change" event whenever something it shows may have changed.
+// events is the server-sent event stream a page subscribes to (/events?since=N, N
+// the change count the page was rendered under): a "change" event whenever
+// something it shows may have changed, and one at once if a change came after N.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	since, err := strconv.ParseUint(r.URL.Query().Get("since"), 10, 64)
+	if err != nil {
+		since = math.MaxUint64
+	}
 	ch := s.hub.subscribe()
 	if ch == nil {
 		http.Error(w, "too many live streams are open", http.StatusServiceUnavailable)
@@ -300,6 +310,11 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 	if rc.Flush() != nil {
 		return
+	}
+	if s.hub.sequence() > since {
+		if _, err := fmt.Fprint(w, "event: change\ndata: {\"channels\":[\"missed\"]}\n\n"); err != nil || rc.Flush() != nil {
+			return
+		}
 	}
 	keep := time.NewTicker(liveKeepAlive)
 	defer keep.Stop()

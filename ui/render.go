@@ -60,6 +60,7 @@ type view struct {
 	Now      time.Time
 	Problems []string // sections that could not be read (permission denied, ...)
 	Live     bool     // the page refreshes its live part on server-sent events
+	Seq      uint64   // the live change count when the request began
 	Data     any
 }
 
@@ -80,6 +81,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, page, title stri
 	v := view{Title: title, Page: page, ReadOnly: s.opts.ReadOnly, CSRF: s.csrfToken(), Return: r.URL.RequestURI(),
 		Now: time.Now(), Problems: problems, Data: data,
 		Live: page != "login" && page != "confirm" && page != "error"}
+	v.Seq, _ = r.Context().Value(seqKey{}).(uint64)
 	if c, err := r.Cookie(flashCookie); err == nil {
 		if msg, err := url.QueryUnescape(c.Value); err == nil {
 			v.Flash = msg

@@ -153,8 +153,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !s.authorize(w, r) {
 		return
 	}
+	// The change count before anything is read: the page's stream catches up from it.
+	r = r.WithContext(context.WithValue(r.Context(), seqKey{}, s.hub.sequence()))
 	s.mux.ServeHTTP(w, r)
 }
+
+// seqKey holds a request's live change count (hub.sequence) in its context.
+type seqKey struct{}
 
 // cacheStatic lets browsers keep the embedded assets for an hour.
 func cacheStatic(h http.Handler) http.Handler {

@@ -97,7 +97,9 @@
     }
   }
 
-  const events = new EventSource("/events");
+  // since: the change count the page was rendered under; a change the page missed
+  // before the stream opened comes at once.
+  const events = new EventSource("/events?since=" + encodeURIComponent(document.body.dataset.seq || "0"));
   events.addEventListener("open", function () {
     dot.classList.add("on");
   });
