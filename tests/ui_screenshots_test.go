@@ -114,6 +114,7 @@ func TestUIScreenshots(t *testing.T) {
 
 	ctx := browser(t)
 	require.NoError(t, chromedp.Run(ctx, chromedp.EmulateViewport(1280, 860)))
+	// The long lists (jobs, dead letters) are shot as one screen; the rest whole.
 	for _, p := range []struct{ name, path, ready string }{
 		{"overview", "/", `tr[data-queue="images"]`},
 		{"jobs", "/jobs", `tr[data-job]`},
@@ -126,10 +127,14 @@ func TestUIScreenshots(t *testing.T) {
 		{"dead", "/dead", `tr[data-job]`},
 	} {
 		var png []byte
+		shot := chromedp.FullScreenshot(&png, 100)
+		if p.name == "jobs" || p.name == "dead" {
+			shot = chromedp.CaptureScreenshot(&png)
+		}
 		require.NoError(t, chromedp.Run(ctx,
 			chromedp.Navigate(base+p.path),
 			chromedp.WaitVisible(p.ready, chromedp.ByQuery),
-			chromedp.FullScreenshot(&png, 100),
+			shot,
 		), p.name)
 		require.NoError(t, os.WriteFile(filepath.Join(dir, p.name+".png"), png, 0o644))
 		t.Logf("%s: %s (%d bytes)", p.name, p.path, len(png))
