@@ -18,6 +18,10 @@ import (
 // counts by state cover all of them.
 const childrenShown = 100
 
+// timelineShown bounds the timeline a page renders: a handler that emits an event
+// per item can leave hundreds of thousands.
+const timelineShown = 2000
+
 // timelineEntry is one line of pgrun.job_timeline.
 type timelineEntry struct {
 	At      time.Time       `db:"at" json:"at"`
@@ -45,6 +49,8 @@ type jobData struct {
 	Job         *pgrun.Job      `json:"job"`
 	Error       *jobError       `json:"error,omitempty"`
 	Timeline    []timelineEntry `json:"timeline"`
+	// TimelineCut says the timeline has more than timelineShown entries.
+	TimelineCut bool `json:"timeline_cut,omitempty"`
 	ChildStates []stateCount    `json:"child_states"`
 	Children    []jobRow        `json:"children"`
 	ChildTotal  int64           `json:"child_total"`
@@ -85,8 +91,11 @@ func (s *Server) job(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	var problems []string
-	if d.Timeline, err = collect[timelineEntry](ctx, s.pool, sqlapi.DashboardTimeline, id); err != nil {
+	if d.Timeline, err = collect[timelineEntry](ctx, s.pool, sqlapi.DashboardTimeline, id, timelineShown+1); err != nil {
 		problems = append(problems, problem("timeline", err))
+	}
+	if len(d.Timeline) > timelineShown {
+		d.Timeline, d.TimelineCut = d.Timeline[:timelineShown], true
 	}
 	if d.ChildStates, err = collect[stateCount](ctx, s.pool, sqlapi.DashboardChildStates, id); err != nil {
 		problems = append(problems, problem("children", err))

@@ -127,8 +127,9 @@ const DashboardJobProbe = `select id, created_at from pgrun.jobs where id >= $1 
 const DashboardChildStates = `select status::text as status, count(*) as n
 from pgrun.jobs where parent_id = $1 group by status order by status`
 
-// DashboardTimeline is job $1's whole story (pgrun.job_timeline), oldest first.
-const DashboardTimeline = `select at, event, level, attempt, message, fields from pgrun.job_timeline($1)`
+// DashboardTimeline is job $1's story (pgrun.job_timeline), oldest first, at most $2
+// entries.
+const DashboardTimeline = `select at, event, level, attempt, message, fields from pgrun.job_timeline($1) limit $2`
 
 // DashboardRuns is a page of workflow runs below id $1 and at or above $4 (a window
 // of ids, as for jobs), newest first, of workflow $2 and status $3 (NULL: any), at
