@@ -46,17 +46,17 @@ type jobError struct {
 }
 
 type jobData struct {
-	Job         *pgrun.Job      `json:"job"`
-	Error       *jobError       `json:"error,omitempty"`
-	Timeline    []timelineEntry `json:"timeline"`
+	Job      *pgrun.Job      `json:"job"`
+	Error    *jobError       `json:"error,omitempty"`
+	Timeline []timelineEntry `json:"timeline"`
 	// TimelineCut says the timeline has more than timelineShown entries.
-	TimelineCut bool `json:"timeline_cut,omitempty"`
-	ChildStates []stateCount    `json:"child_states"`
-	Children    []jobRow        `json:"children"`
-	ChildTotal  int64           `json:"child_total"`
-	Cancellable bool            `json:"cancellable"`
-	Retryable   bool            `json:"retryable"`
-	Progress    int64           `json:"progress_pct"` // -1: no total
+	TimelineCut bool         `json:"timeline_cut,omitempty"`
+	ChildStates []stateCount `json:"child_states"`
+	Children    []jobRow     `json:"children"`
+	ChildTotal  int64        `json:"child_total"`
+	Cancellable bool         `json:"cancellable"`
+	Retryable   bool         `json:"retryable"`
+	Progress    int64        `json:"progress_pct"` // -1: no total
 }
 
 // job is one job's page: fields, args, result, error and stack, timeline, progress
