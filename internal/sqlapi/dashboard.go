@@ -88,7 +88,7 @@ limit $11`
 
 // DashboardJobsFailed is DashboardJobs for failed jobs (dead letters, or the jobs
 // page filtered on failed alone; $5 is NULL or holds failed). It goes by the partial index of
-// failed jobs (migration 0015), so no window is needed however rare failures are.
+// failed jobs (migration 0017), so no window is needed however rare failures are.
 const DashboardJobsFailed = `select ` + dashboardJobColumns + `
 from pgrun.jobs j
 where j.status = 'failed' and j.id < $1 and j.id >= $2
