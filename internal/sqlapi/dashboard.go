@@ -1,0 +1,246 @@
+// Package sqlapi holds every SQL statement the Go side of pgrun sends, as string
+// constants named for what they do, one file per concern. It imports nothing from
+// this module, so that any package may use it.
+package sqlapi
+
+// The dashboard's statements (package ui, `runner ui`). Each list is read newest
+// first by primary key with a keyset cursor ("id < $cursor ... order by id desc
+// limit n"), never with OFFSET, and every statement is bounded so that a page stays
+// fast with millions of jobs: lists without a selective index read at most a window
+// of ids (the inner "limit"), and the page offers to go on further back.
+
+// DashboardQueues is the overview's per-queue line: pgrun.queue_stats (exact up to
+// 10,000 per number, estimated beyond; stats.sql), the oldest due job's age in
+// seconds, and the live workers serving each queue. It reads pgrun.workers, which a
+// read-only role must be granted (docs/ui.md).
+const DashboardQueues = `select s.queue, s.paused, s.queued, s.scheduled, s.running, s.pending, s.waiting,
+       extract(epoch from s.oldest_queued_age)::float8 as oldest_queued_secs,
+       s.succeeded_1m, s.failed_1m, s.cancelled_1m, s.unhandled, s.estimated,
+       coalesce(w.live, 0) as live_workers
+from pgrun.queue_stats s
+left join (select q.q, count(*) as live
+           from pgrun.workers x, unnest(x.queues) q(q)
+           where pgrun.worker_alive(x, now())
+           group by q.q) w on w.q = s.queue
+order by s.queue`
+
+// DashboardThroughput counts the jobs that finished in each of the last 16 minutes
+// (the current one included, partial) by queue and status. Each minute reads at most
+// $1 rows of the finished index in time order; seen and last_at let the caller scale
+// a minute that had more (seen = $1) by the share of it those rows cover.
+const DashboardThroughput = `select m.minute, r.queue, r.status, count(*) as n, max(r.seen) as seen, max(r.last_at) as last_at
+from generate_series(date_trunc('minute', now()) - interval '15 minutes', date_trunc('minute', now()),
+                     interval '1 minute') m(minute)
+cross join lateral (
+  select s.queue, s.status::text as status, count(*) over () as seen, max(s.finished_at) over () as last_at
+  from (select j.queue, j.status, j.finished_at from pgrun.jobs j
+        where j.finished_at >= m.minute and j.finished_at < m.minute + interval '1 minute'
+        order by j.finished_at
+        limit $1) s) r
+group by m.minute, r.queue, r.status
+order by m.minute`
+
+// DashboardLatency gives wait-time (run_at to start) and run-time (start to finish)
+// percentiles, p50, p95 and p99 in seconds, per queue over the $1 jobs that
+// finished last (by the finished index), with how many of them each queue had.
+const DashboardLatency = `select s.queue, count(*) as n,
+       percentile_cont(array[0.5, 0.95, 0.99]) within group (order by greatest(extract(epoch from s.started_at - s.run_at), 0)) as wait,
+       percentile_cont(array[0.5, 0.95, 0.99]) within group (order by extract(epoch from s.finished_at - s.started_at)) as run
+from (select j.queue, j.run_at, j.started_at, j.finished_at from pgrun.jobs j
+      where j.finished_at is not null
+      order by j.finished_at desc
+      limit $1) s
+where s.started_at is not null and s.finished_at >= s.started_at
+group by s.queue
+order by s.queue`
+
+// dashboardJobColumns are a list row's columns: no args or result, the error's
+// class and message only.
+const dashboardJobColumns = `j.id, j.kind, j.queue, j.status::text as status, j.priority, j.attempt, j.max_attempts,
+       j.created_at, j.run_at, j.started_at, j.finished_at, j.progress_current, j.progress_total,
+       j.parent_id, j.run_id, j.node, j.claimed_by,
+       j.error ->> 'class' as error_class, left(j.error ->> 'message', 300) as error_message`
+
+// dashboardJobFilters are the jobs page's filters; a NULL parameter is no filter:
+// $3 queue, $4 kind, $5 states (text[]), $6 and $7 created_at from (inclusive) and
+// to (exclusive), $8 a key that args has, $9 its value as text (with $8), $10 text
+// the error contains (an ILIKE pattern, wildcards escaped by the caller).
+const dashboardJobFilters = `($3::text is null or j.queue = $3)
+  and ($4::text is null or j.kind = $4)
+  and ($5::text[] is null or j.status::text = any ($5))
+  and ($6::timestamptz is null or j.created_at >= $6)
+  and ($7::timestamptz is null or j.created_at < $7)
+  and ($8::text is null or j.args ? $8)
+  and ($9::text is null or j.args ->> $8 = $9)
+  and ($10::text is null or j.error::text ilike $10)`
+
+// DashboardJobs is one page of the jobs list: jobs below id $1 and at or above id
+// $2, newest first, matching the filters (dashboardJobFilters, $3 .. $10), at most
+// $11. The caller keeps $1 - $2 to a window of ids (the jobs page reads 50,000 at a
+// time, and goes on further back within a time budget), so a filter that matches
+// few rows costs a bounded range scan of the primary key, never the whole table.
+const DashboardJobs = `select ` + dashboardJobColumns + `
+from pgrun.jobs j
+where j.id < $1 and j.id >= $2
+  and ` + dashboardJobFilters + `
+order by j.id desc
+limit $11`
+
+// DashboardJobsFailed is DashboardJobs for failed jobs (dead letters, or the jobs
+// page filtered on failed alone; $5 is NULL or holds failed). It goes by the partial index of
+// failed jobs (migration 0017), so no window is needed however rare failures are.
+const DashboardJobsFailed = `select ` + dashboardJobColumns + `
+from pgrun.jobs j
+where j.status = 'failed' and j.id < $1 and j.id >= $2
+  and ` + dashboardJobFilters + `
+order by j.id desc
+limit $11`
+
+// DashboardJobsByParent is DashboardJobs for the children of job $2 (by the parent
+// index): below id $1, the filters $3 .. $10, at most $11.
+const DashboardJobsByParent = `select ` + dashboardJobColumns + `
+from pgrun.jobs j
+where j.parent_id = $2 and j.id < $1
+  and ` + dashboardJobFilters + `
+order by j.id desc
+limit $11`
+
+// DashboardJobsByRun is DashboardJobs for the jobs of run $2, nodes and map
+// children (by the run index): below id $1, the filters $3 .. $10, at most $11.
+const DashboardJobsByRun = `select ` + dashboardJobColumns + `
+from pgrun.jobs j
+where j.run_id = $2 and j.id < $1
+  and ` + dashboardJobFilters + `
+order by j.id desc
+limit $11`
+
+// DashboardJobIDBounds returns the smallest and largest job ids (NULLs on an empty
+// table), the ends of the time-range search.
+const DashboardJobIDBounds = `select min(id), max(id) from pgrun.jobs`
+
+// DashboardJobProbe returns the first job at or after id $1: its id and created_at.
+// The jobs page turns a time range into ids with a binary search of these probes
+// (ids grow with enqueue time), one primary key lookup each.
+const DashboardJobProbe = `select id, created_at from pgrun.jobs where id >= $1 order by id limit 1`
+
+// DashboardChildStates counts job $1's children by status.
+const DashboardChildStates = `select status::text as status, count(*) as n
+from pgrun.jobs where parent_id = $1 group by status order by status`
+
+// DashboardTimeline is job $1's story (pgrun.job_timeline), oldest first, at most $2
+// entries.
+const DashboardTimeline = `select at, event, level, attempt, message, fields from pgrun.job_timeline($1) limit $2`
+
+// DashboardRuns is a page of workflow runs below id $1 and at or above $4 (a window
+// of ids, as for jobs), newest first, of workflow $2 and status $3 (NULL: any), at
+// most $5; with each its count of node jobs, and of those done (succeeded or
+// skipped), failed (or cancelled) and running (or waiting).
+const DashboardRuns = `select r.id, r.workflow, r.version, r.status::text as status, r.created_at, r.finished_at,
+       r.error ->> 'message' as error_message, n.nodes, n.done, n.failed, n.running
+from pgrun.runs r
+cross join lateral (
+  select count(*) as nodes,
+         count(*) filter (where j.status in ('succeeded', 'skipped')) as done,
+         count(*) filter (where j.status in ('failed', 'cancelled')) as failed,
+         count(*) filter (where j.status in ('running', 'waiting')) as running
+  from pgrun.jobs j where j.run_id = r.id and j.parent_id is null) n
+where r.id < $1 and r.id >= $4
+  and ($2::text is null or r.workflow = $2) and ($3::text is null or r.status::text = $3)
+order by r.id desc
+limit $5`
+
+// DashboardRunIDMax is the newest run id (NULL without runs), where the runs list
+// starts.
+const DashboardRunIDMax = `select max(id) from pgrun.runs`
+
+// DashboardWorkflowSpec is the spec of workflow $1 version $2.
+const DashboardWorkflowSpec = `select spec from pgrun.workflows where name = $1 and version = $2`
+
+// DashboardRunNodes lists run $1's node jobs (not map children) with what the DAG
+// page shows of each.
+const DashboardRunNodes = `select j.node, j.id as job_id, j.kind, j.status::text as status, j.attempt,
+       j.progress_current, j.progress_total, j.started_at, j.finished_at,
+       j.error ->> 'message' as error_message
+from pgrun.jobs j where j.run_id = $1 and j.parent_id is null
+order by j.id`
+
+// DashboardRunChildStates counts run $1's map children by parent node job and
+// status.
+const DashboardRunChildStates = `select j.parent_id, j.status::text as status, count(*) as n
+from pgrun.jobs j where j.run_id = $1 and j.parent_id is not null
+group by j.parent_id, j.status`
+
+// DashboardWorkers lists registered workers (pgrun.worker_status), live ones first,
+// at most $1.
+const DashboardWorkers = `select id, host, pid, state, queues, models, kinds, version, started_at, last_seen,
+       extract(epoch from since_seen)::float8 as since_seen_secs, flagged_dead_at, alive, running
+from pgrun.worker_status
+order by alive desc, host, id
+limit $1`
+
+// DashboardWorkerControl lists the operator's worker switches per host and queue.
+const DashboardWorkerControl = `select host, queue, mode, updated_at from pgrun.worker_control order by host, queue`
+
+// DashboardHostSamples returns the hardware samples of the last $1 seconds, by
+// host then time: CPU %, memory, and the GPUs' utilisation and memory (summed over
+// a host's GPUs).
+const DashboardHostSamples = `select m.host, m.at, m.cpu_pct::float8 as cpu_pct, m.mem_used, m.mem_total,
+       jsonb_array_length(m.gpus) as gpu_count,
+       (select avg((g ->> 'utilization')::float8) from jsonb_array_elements(m.gpus) g) as gpu_util,
+       (select sum((g ->> 'memory_used')::float8) from jsonb_array_elements(m.gpus) g) as gpu_mem_used,
+       (select sum((g ->> 'memory_total')::float8) from jsonb_array_elements(m.gpus) g) as gpu_mem_total,
+       (select string_agg(distinct g ->> 'name', ', ') from jsonb_array_elements(m.gpus) g) as gpu_names
+from pgrun.hw_metrics m
+where m.at > now() - make_interval(secs => $1)
+order by m.host, m.at`
+
+// DashboardSchedules lists the cron schedules with their last job's status.
+const DashboardSchedules = `select s.name, s.cron, s.kind, s.queue, s.timezone, s.enabled, s.next_fire_at,
+       s.last_fire_at, s.last_job_id, j.status::text as last_job_status
+from pgrun.schedules s
+left join pgrun.jobs j on j.id = s.last_job_id
+order by s.name`
+
+// DashboardPoisonedOutbox lists the newest $1 outbox rows flagged poison: dispatches
+// (fan-in, DAG expansion) that kept failing.
+const DashboardPoisonedOutbox = `select o.id, o.job_id, o.event, o.attempts, o.last_error, o.created_at, o.poisoned_at
+from pgrun.outbox o
+where o.poisoned_at is not null
+order by o.id desc
+limit $1`
+
+// DashboardFingerprint sums up what changes without a notification (completions,
+// progress, heartbeats), for the live updates: the newest finish, the running jobs'
+// progress and last beat, and the newest worker heartbeat. Cheap: the finished index
+// backwards, the running index, the workers. (A waiting parent's progress moves
+// when a child finishes, which the newest finish catches.)
+const DashboardFingerprint = `select concat_ws('|',
+  (select max(finished_at) from pgrun.jobs where finished_at is not null),
+  (select count(*) || ':' || coalesce(sum(progress_current), 0) || ':' || coalesce(max(heartbeat_at)::text, '')
+   from pgrun.jobs where status = 'running'),
+  (select max(last_seen) from pgrun.workers))`
+
+// DashboardRetryFailed redrives failed jobs in bulk (pgrun.retry_jobs): queue $1
+// and kind $2 (NULL: any), failed at or after $3 (NULL: any time), at most $4.
+// Returns how many were queued again.
+const DashboardRetryFailed = `select pgrun.retry_jobs($1, $2, $3, $4)`
+
+// DashboardPauseQueue pauses queue $1 (pgrun.pause_queue).
+const DashboardPauseQueue = `select name from pgrun.pause_queue($1)`
+
+// DashboardResumeQueue resumes queue $1 (pgrun.resume_queue).
+const DashboardResumeQueue = `select name from pgrun.resume_queue($1)`
+
+// DashboardPauseSchedule pauses schedule $1 (pgrun.pause_schedule).
+const DashboardPauseSchedule = `select name from pgrun.pause_schedule($1)`
+
+// DashboardResumeSchedule resumes schedule $1 (pgrun.resume_schedule).
+const DashboardResumeSchedule = `select name from pgrun.resume_schedule($1)`
+
+// DashboardWorkerControlSet sets host $1's mode for queue $2 ('*': every queue) to
+// $3, on, drain or off (pgrun.set_worker_control).
+const DashboardWorkerControlSet = `select pgrun.set_worker_control($1, $2, $3)`
+
+// DashboardRetryRun redrives run $1 after it failed or was cancelled
+// (pgrun.retry_run); NULL when it is running or succeeded.
+const DashboardRetryRun = `select id from pgrun.retry_run($1)`

@@ -1,0 +1,1 @@
+drop index if exists pgrun.jobs_failed_idx;

@@ -1,0 +1,313 @@
+package ui
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pgrun/pgrun/internal/sqlapi"
+)
+
+const (
+	// jobsPageSize is how many jobs a page of the list shows.
+	jobsPageSize = 50
+	// jobsWindow is how many ids one read of the list covers: a primary-key range
+	// scan of at most this many rows, 4-10 ms from cache on a 2-core machine (and
+	// up to about 200 ms when the pages must come from disk).
+	jobsWindow = 20_000
+	// jobsBudget is how long one page may go on reading older windows when the
+	// filters match few jobs; a window that would likely end past it is not
+	// started, and the page offers to search further back instead.
+	jobsBudget = 100 * time.Millisecond
+)
+
+// jobRow is a line of a jobs list (sqlapi dashboardJobColumns).
+type jobRow struct {
+	ID              int64      `db:"id" json:"id"`
+	Kind            string     `db:"kind" json:"kind"`
+	Queue           string     `db:"queue" json:"queue"`
+	Status          string     `db:"status" json:"status"`
+	Priority        int16      `db:"priority" json:"priority"`
+	Attempt         int        `db:"attempt" json:"attempt"`
+	MaxAttempts     int        `db:"max_attempts" json:"max_attempts"`
+	CreatedAt       time.Time  `db:"created_at" json:"created_at"`
+	RunAt           time.Time  `db:"run_at" json:"run_at"`
+	StartedAt       *time.Time `db:"started_at" json:"started_at"`
+	FinishedAt      *time.Time `db:"finished_at" json:"finished_at"`
+	ProgressCurrent int64      `db:"progress_current" json:"progress_current"`
+	ProgressTotal   *int64     `db:"progress_total" json:"progress_total"`
+	ParentID        *int64     `db:"parent_id" json:"parent_id"`
+	RunID           *int64     `db:"run_id" json:"run_id"`
+	Node            *string    `db:"node" json:"node"`
+	ClaimedBy       *string    `db:"claimed_by" json:"claimed_by"`
+	ErrorClass      *string    `db:"error_class" json:"error_class"`
+	ErrorMessage    *string    `db:"error_message" json:"error_message"`
+}
+
+// jobFilter is the jobs page's query string.
+type jobFilter struct {
+	Queue    string    `json:"queue,omitempty"`
+	Kind     string    `json:"kind,omitempty"`
+	States   []string  `json:"states,omitempty"`
+	From     time.Time `json:"from,omitzero"`
+	To       time.Time `json:"to,omitzero"`
+	ID       int64     `json:"id,omitempty"`
+	Parent   int64     `json:"parent,omitempty"`
+	Run      int64     `json:"run,omitempty"`
+	Arg      string    `json:"arg,omitempty"` // "key" or "key=value"
+	Error    string    `json:"error,omitempty"`
+	Before   int64     `json:"before,omitempty"` // the keyset cursor: ids below it
+	FromText string    `json:"-"`
+	ToText   string    `json:"-"`
+}
+
+// timeLayouts are what the time range fields accept, read as UTC unless they say.
+var timeLayouts = []string{time.RFC3339, "2006-01-02T15:04", "2006-01-02T15:04:05", "2006-01-02 15:04", "2006-01-02"}
+
+// parseJobFilter reads a jobs filter from q; a bad value is an error naming it.
+func parseJobFilter(q url.Values) (jobFilter, error) {
+	f := jobFilter{Queue: strings.TrimSpace(q.Get("queue")), Kind: strings.TrimSpace(q.Get("kind")),
+		Arg: strings.TrimSpace(q.Get("arg")), Error: strings.TrimSpace(q.Get("error")),
+		FromText: strings.TrimSpace(q.Get("from")), ToText: strings.TrimSpace(q.Get("to"))}
+	for _, st := range q["state"] {
+		for _, one := range strings.Split(st, ",") {
+			switch one = strings.TrimSpace(one); {
+			case one == "":
+			case slices.Contains(allStates, one):
+				if !slices.Contains(f.States, one) {
+					f.States = append(f.States, one)
+				}
+			default:
+				return f, fmt.Errorf("state %q is not a job state: use one of %s", one, strings.Join(allStates, ", "))
+			}
+		}
+	}
+	for _, p := range []struct {
+		key string
+		dst *int64
+	}{{"id", &f.ID}, {"parent", &f.Parent}, {"run", &f.Run}, {"before", &f.Before}} {
+		v := strings.TrimSpace(q.Get(p.key))
+		if v == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			return f, fmt.Errorf("%s %q is not a job id: use a positive whole number", p.key, v)
+		}
+		*p.dst = n
+	}
+	if last := q.Get("last"); last != "" && f.FromText == "" {
+		d, err := time.ParseDuration(last)
+		if err != nil || d <= 0 {
+			return f, fmt.Errorf("last %q is not a duration: use 15m, 1h or 24h", last)
+		}
+		f.From = time.Now().Add(-d)
+	}
+	for _, t := range []struct {
+		text string
+		dst  *time.Time
+		name string
+	}{{f.FromText, &f.From, "from"}, {f.ToText, &f.To, "to"}} {
+		if t.text == "" {
+			continue
+		}
+		var err error
+		for _, layout := range timeLayouts {
+			var v time.Time
+			if v, err = time.ParseInLocation(layout, t.text, time.UTC); err == nil {
+				*t.dst = v
+				break
+			}
+		}
+		if err != nil {
+			return f, fmt.Errorf("%s %q is not a time: use 2026-11-24T10:00 (UTC) or RFC 3339", t.name, t.text)
+		}
+	}
+	return f, nil
+}
+
+// args are the filter's parameters $3 .. $10 of the jobs statements.
+func (f jobFilter) args() []any {
+	var argKey, argValue, errPattern any
+	if f.Arg != "" {
+		k, v, hasValue := strings.Cut(f.Arg, "=")
+		argKey = k
+		if hasValue {
+			argValue = v
+		}
+	}
+	if f.Error != "" {
+		errPattern = "%" + likeEscape(f.Error) + "%"
+	}
+	return []any{nilIfEmpty(f.Queue), nilIfEmpty(f.Kind), nilIfNone(f.States), nilIfZero(f.From), nilIfZero(f.To),
+		argKey, argValue, errPattern}
+}
+
+// likeEscape escapes LIKE's wildcards (and its escape character) in s.
+func likeEscape(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
+}
+
+func nilIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func nilIfNone(s []string) any {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
+}
+
+func nilIfZero(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
+}
+
+// jobsPage is one page of a jobs list.
+type jobsPage struct {
+	Filter jobFilter `json:"filter"`
+	Jobs   []jobRow  `json:"jobs"`
+	// Older is the cursor of the next page (ids below it), 0 at the end.
+	Older int64 `json:"older,omitempty"`
+	// SearchedTo is set when the page ran out of time before it filled: no match
+	// among ids at or above it (down to the cursor); Older continues from there.
+	SearchedTo int64 `json:"searched_to,omitempty"`
+	// Indexed says the page went by an index that holds only its matches (parent,
+	// run, failed), so it never needs to search further.
+	Indexed bool `json:"indexed"`
+}
+
+// listJobs reads the page of f, by the narrowest index that answers it.
+func (s *Server) listJobs(ctx context.Context, f jobFilter, size int) (jobsPage, error) {
+	p := jobsPage{Filter: f}
+	var minID, maxID *int64
+	if err := s.pool.QueryRow(ctx, sqlapi.DashboardJobIDBounds).Scan(&minID, &maxID); err != nil {
+		return p, err
+	}
+	if minID == nil {
+		return p, nil // no jobs at all
+	}
+	cursor := *maxID + 1
+	if f.Before > 0 {
+		cursor = min(cursor, f.Before)
+	}
+	low := *minID
+	if f.ID > 0 {
+		cursor, low = min(cursor, f.ID+1), max(low, f.ID)
+	}
+	if !f.To.IsZero() {
+		hi, err := s.idAt(ctx, f.To, *minID, *maxID)
+		if err != nil {
+			return p, err
+		}
+		cursor = min(cursor, hi)
+	}
+	if !f.From.IsZero() {
+		lo, err := s.idAt(ctx, f.From, *minID, *maxID)
+		if err != nil {
+			return p, err
+		}
+		low = max(low, lo)
+	}
+	var stmt string
+	var second int64
+	switch {
+	case f.Parent > 0:
+		stmt, second, p.Indexed = sqlapi.DashboardJobsByParent, f.Parent, true
+	case f.Run > 0:
+		stmt, second, p.Indexed = sqlapi.DashboardJobsByRun, f.Run, true
+	case len(f.States) == 1 && f.States[0] == "failed":
+		stmt, second, p.Indexed = sqlapi.DashboardJobsFailed, low, true
+	}
+	if p.Indexed {
+		if cursor <= low && stmt == sqlapi.DashboardJobsFailed {
+			return p, nil
+		}
+		rows, err := collect[jobRow](ctx, s.pool, stmt, append(append([]any{cursor, second}, f.args()...), size)...)
+		if err != nil {
+			return p, err
+		}
+		p.Jobs = rows
+		if len(rows) == size {
+			p.Older = rows[len(rows)-1].ID
+		}
+		return p, nil
+	}
+	// Windows of ids, newest first, until the page is full, the range is done or
+	// the time budget is spent.
+	start := time.Now()
+	var slowest time.Duration
+	for cursor > low {
+		lo := max(low, cursor-jobsWindow)
+		began := time.Now()
+		rows, err := collect[jobRow](ctx, s.pool, sqlapi.DashboardJobs,
+			append(append([]any{cursor, lo}, f.args()...), size-len(p.Jobs))...)
+		if err != nil {
+			return p, err
+		}
+		p.Jobs = append(p.Jobs, rows...)
+		if len(p.Jobs) == size {
+			p.Older = p.Jobs[len(p.Jobs)-1].ID
+			return p, nil
+		}
+		cursor = lo
+		slowest = max(slowest, time.Since(began))
+		if cursor > low && time.Since(start)+slowest > jobsBudget {
+			p.SearchedTo, p.Older = cursor, cursor
+			return p, nil
+		}
+	}
+	return p, nil
+}
+
+// idAt finds the first job id enqueued at or after t, by binary search over ids
+// (ids grow with enqueue time; a job whose transaction stayed open across t may
+// land on the other side). Each step is one primary-key probe: about 23 for 5
+// million jobs. It returns maxID + 1 when every job is older.
+func (s *Server) idAt(ctx context.Context, t time.Time, minID, maxID int64) (int64, error) {
+	lo, hi := minID, maxID+1
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		var id int64
+		var created time.Time
+		err := s.pool.QueryRow(ctx, sqlapi.DashboardJobProbe, mid).Scan(&id, &created)
+		if err != nil && !isNoRows(err) {
+			return 0, err
+		}
+		switch {
+		case err != nil || id >= hi: // no job in [mid, hi): any cut there is the same
+			hi = mid
+		case created.Before(t):
+			lo = id + 1
+		default:
+			hi = id
+		}
+	}
+	return lo, nil
+}
+
+// jobs is the jobs page: filters, a keyset-paged list, bulk actions.
+func (s *Server) jobs(w http.ResponseWriter, r *http.Request) {
+	f, err := parseJobFilter(r.URL.Query())
+	if err != nil {
+		s.fail(w, r, http.StatusBadRequest, err)
+		return
+	}
+	p, err := s.listJobs(r.Context(), f, jobsPageSize)
+	if err != nil {
+		s.fail(w, r, http.StatusInternalServerError, err)
+		return
+	}
+	s.render(w, r, "jobs", "Jobs", p)
+}
