@@ -13,6 +13,7 @@ import (
 
 	"github.com/pgrun/pgrun"
 	"github.com/pgrun/pgrun/internal/testdb"
+	"github.com/pgrun/pgrun/internal/testkit"
 )
 
 // BenchmarkEnqueue measures Enqueue, one job per statement (ns/op is per job), and
@@ -163,10 +164,10 @@ func BenchmarkTenantMode(b *testing.B) {
 		b.Run(fmt.Sprintf("on=%t", on), func(b *testing.B) {
 			ctx := context.Background()
 			url := testdb.URL(b)
-			kit := &bundle{ctx: ctx, pool: testdb.PoolFor(b, url), url: url}
-			enqueuerRole, enqueuer := newRole(b, kit, "pgrun_enqueuer")
-			_, worker := newRole(b, kit, "pgrun_worker")
-			_, err := kit.pool.Exec(ctx, `select pgrun.grant_tenant($1, 'acme'), pgrun.set_tenant_mode($2)`, enqueuerRole, on)
+			kit := &testkit.DB{Ctx: ctx, Pool: testdb.PoolFor(b, url), URL: url}
+			enqueuerRole, enqueuer := testkit.NewRole(b, kit, "pgrun_enqueuer")
+			_, worker := testkit.NewRole(b, kit, "pgrun_worker")
+			_, err := kit.Pool.Exec(ctx, `select pgrun.grant_tenant($1, 'acme'), pgrun.set_tenant_mode($2)`, enqueuerRole, on)
 			require.NoError(b, err)
 			specs := make([]pgrun.JobSpec, 500)
 			for i := range specs {

@@ -14,13 +14,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/testkit"
 	"github.com/pgrun/pgrun/pgruntest"
 )
 
 // newClient is a client on b's pool with cfg.
-func newClient(t *testing.T, b *bundle, cfg pgrun.Config) *pgrun.Client {
+func newClient(t *testing.T, b *testkit.DB, cfg pgrun.Config) *pgrun.Client {
 	t.Helper()
-	c, err := pgrun.NewClient(b.pool, cfg)
+	c, err := pgrun.NewClient(b.Pool, cfg)
 	require.NoError(t, err)
 	return c
 }
@@ -55,43 +56,43 @@ func TestNewClientChecksItsConfig(t *testing.T) {
 // EnqueueTx and EnqueueManyTx make the jobs the caller's transaction's: gone on
 // rollback, there on commit. Config.Queue is the queue of a job that names none.
 func TestClientEnqueueTxAndDefaultQueue(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	c := newClient(t, b, pgrun.Config{Queue: "reports"})
 
-	tx, err := b.pool.Begin(b.ctx)
+	tx, err := b.Pool.Begin(b.Ctx)
 	require.NoError(t, err)
-	gone, err := c.EnqueueTx(b.ctx, tx, "report", map[string]any{"day": 1})
+	gone, err := c.EnqueueTx(b.Ctx, tx, "report", map[string]any{"day": 1})
 	require.NoError(t, err)
-	goneMany, err := c.EnqueueManyTx(b.ctx, tx, []pgrun.JobSpec{{Kind: "report"}, {Kind: "report"}})
+	goneMany, err := c.EnqueueManyTx(b.Ctx, tx, []pgrun.JobSpec{{Kind: "report"}, {Kind: "report"}})
 	require.NoError(t, err)
 	require.Len(t, goneMany, 2)
-	require.NoError(t, tx.Rollback(b.ctx))
+	require.NoError(t, tx.Rollback(b.Ctx))
 	for _, id := range []int64{gone.ID, goneMany[0].ID, goneMany[1].ID} {
-		_, err = c.GetJob(b.ctx, id)
+		_, err = c.GetJob(b.Ctx, id)
 		require.ErrorIs(t, err, pgrun.ErrNotFound)
 	}
 
-	tx, err = b.pool.Begin(b.ctx)
+	tx, err = b.Pool.Begin(b.Ctx)
 	require.NoError(t, err)
-	kept, err := c.EnqueueTx(b.ctx, tx, "report", nil)
+	kept, err := c.EnqueueTx(b.Ctx, tx, "report", nil)
 	require.NoError(t, err)
-	many, err := c.EnqueueManyTx(b.ctx, tx, []pgrun.JobSpec{{Kind: "report", Queue: "urgent"}})
+	many, err := c.EnqueueManyTx(b.Ctx, tx, []pgrun.JobSpec{{Kind: "report", Queue: "urgent"}})
 	require.NoError(t, err)
-	require.NoError(t, tx.Commit(b.ctx))
-	got, err := c.GetJob(b.ctx, kept.ID)
+	require.NoError(t, tx.Commit(b.Ctx))
+	got, err := c.GetJob(b.Ctx, kept.ID)
 	require.NoError(t, err)
 	require.Equal(t, "reports", got.Queue, "the client's default queue")
-	got, err = c.GetJob(b.ctx, many[0].ID)
+	got, err = c.GetJob(b.Ctx, many[0].ID)
 	require.NoError(t, err)
 	require.Equal(t, "urgent", got.Queue, "a spec's own queue wins")
 
-	onPool, err := c.Enqueue(b.ctx, "report", nil, pgrun.UniqueKey("daily"))
+	onPool, err := c.Enqueue(b.Ctx, "report", nil, pgrun.UniqueKey("daily"))
 	require.NoError(t, err)
-	again, err := c.EnqueueMany(b.ctx, []pgrun.JobSpec{{Kind: "report", UniqueKey: "daily"}})
+	again, err := c.EnqueueMany(b.Ctx, []pgrun.JobSpec{{Kind: "report", UniqueKey: "daily"}})
 	require.NoError(t, err)
 	require.Equal(t, onPool.ID, again[0].ID)
 	require.True(t, again[0].Deduplicated)
-	require.Equal(t, 3, kitCounts(t, b.pool)["jobs"])
+	require.Equal(t, 3, testkit.Counts(t, b.Pool)["jobs"])
 }
 
 // resizeArgs names its kind with a value receiver, thumbArgs with a pointer one.
@@ -110,24 +111,24 @@ func (*thumbArgs) Kind() string { return "thumb" }
 // The kind is written once, on the args type: EnqueueArgs, specs without a kind and
 // schedules take it from there; a kind given as a string still wins.
 func TestClientKindFromArgs(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	c := newClient(t, b, pgrun.Config{})
 
-	j, err := c.EnqueueArgs(b.ctx, resizeArgs{W: 64}, pgrun.Queue("images"))
+	j, err := c.EnqueueArgs(b.Ctx, resizeArgs{W: 64}, pgrun.Queue("images"))
 	require.NoError(t, err)
 	require.Equal(t, "resize", j.Kind)
 	require.Equal(t, "images", j.Queue)
 	require.JSONEq(t, `{"w": 64}`, string(j.Args))
 
-	tx, err := b.pool.Begin(b.ctx)
+	tx, err := b.Pool.Begin(b.Ctx)
 	require.NoError(t, err)
-	defer tx.Rollback(b.ctx)
-	j, err = c.EnqueueArgsTx(b.ctx, tx, &thumbArgs{Image: "a.png"})
+	defer tx.Rollback(b.Ctx)
+	j, err = c.EnqueueArgsTx(b.Ctx, tx, &thumbArgs{Image: "a.png"})
 	require.NoError(t, err)
 	require.Equal(t, "thumb", j.Kind)
-	require.NoError(t, tx.Commit(b.ctx))
+	require.NoError(t, tx.Commit(b.Ctx))
 
-	jobs, err := c.EnqueueMany(b.ctx, []pgrun.JobSpec{
+	jobs, err := c.EnqueueMany(b.Ctx, []pgrun.JobSpec{
 		pgrun.SpecFor(resizeArgs{W: 1}, pgrun.Priority(3)),
 		{Args: &thumbArgs{}},
 		{Kind: "custom", Args: resizeArgs{}},
@@ -138,14 +139,14 @@ func TestClientKindFromArgs(t *testing.T) {
 	require.Equal(t, "thumb", jobs[1].Kind)
 	require.Equal(t, "custom", jobs[2].Kind)
 
-	j, err = c.Enqueue(b.ctx, "", resizeArgs{W: 2})
+	j, err = c.Enqueue(b.Ctx, "", resizeArgs{W: 2})
 	require.NoError(t, err)
 	require.Equal(t, "resize", j.Kind)
 
-	_, err = c.Enqueue(b.ctx, "", map[string]any{"w": 1})
+	_, err = c.Enqueue(b.Ctx, "", map[string]any{"w": 1})
 	requireInvalidInput(t, err, "kind", "")
 
-	s, err := c.SetSchedule(b.ctx, pgrun.ScheduleSpec{Name: "nightly", Cron: "0 2 * * *", Args: resizeArgs{W: 9}})
+	s, err := c.SetSchedule(b.Ctx, pgrun.ScheduleSpec{Name: "nightly", Cron: "0 2 * * *", Args: resizeArgs{W: 9}})
 	require.NoError(t, err)
 	require.Equal(t, "resize", s.Kind)
 }
@@ -178,22 +179,22 @@ func TestKindOf(t *testing.T) {
 // 10, 10, 5, in order, each once, also while jobs are enqueued between pages; Newest
 // pages the other way; the filters select.
 func TestClientListJobsPagesByKeyset(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	c := newClient(t, b, pgrun.Config{PageSize: 10})
 	specs := make([]pgrun.JobSpec, 25)
 	for i := range specs {
 		specs[i] = pgrun.JobSpec{Kind: "page", Queue: "paging"}
 	}
-	made, err := c.EnqueueMany(b.ctx, specs)
+	made, err := c.EnqueueMany(b.Ctx, specs)
 	require.NoError(t, err)
-	_, err = c.Enqueue(b.ctx, "other", nil, pgrun.Queue("paging"))
+	_, err = c.Enqueue(b.Ctx, "other", nil, pgrun.Queue("paging"))
 	require.NoError(t, err)
 
 	var sizes []int
 	var ids []int64
 	after := int64(0)
 	for {
-		page, err := c.ListJobs(b.ctx, pgrun.JobFilter{Kind: "page", After: after})
+		page, err := c.ListJobs(b.Ctx, pgrun.JobFilter{Kind: "page", After: after})
 		require.NoError(t, err)
 		sizes = append(sizes, len(page))
 		for _, j := range page {
@@ -205,7 +206,7 @@ func TestClientListJobsPagesByKeyset(t *testing.T) {
 		after = page[len(page)-1].ID
 		if len(sizes) == 1 {
 			// A job enqueued meanwhile lands after the cursor: seen once, at the end.
-			late, err := c.Enqueue(b.ctx, "page", nil, pgrun.Queue("paging"))
+			late, err := c.Enqueue(b.Ctx, "page", nil, pgrun.Queue("paging"))
 			require.NoError(t, err)
 			made = append(made, late)
 		}
@@ -220,7 +221,7 @@ func TestClientListJobsPagesByKeyset(t *testing.T) {
 	var newest []int64
 	after = 0
 	for {
-		page, err := c.ListJobs(b.ctx, pgrun.JobFilter{Kind: "page", Newest: true, Limit: 7, After: after})
+		page, err := c.ListJobs(b.Ctx, pgrun.JobFilter{Kind: "page", Newest: true, Limit: 7, After: after})
 		require.NoError(t, err)
 		for _, j := range page {
 			newest = append(newest, j.ID)
@@ -235,49 +236,49 @@ func TestClientListJobsPagesByKeyset(t *testing.T) {
 		require.Equal(t, want[len(want)-1-i], newest[i], "newest first")
 	}
 
-	_, err = c.Cancel(b.ctx, made[3].ID, "")
+	_, err = c.Cancel(b.Ctx, made[3].ID, "")
 	require.NoError(t, err)
-	cancelled, err := c.ListJobs(b.ctx, pgrun.JobFilter{Queue: "paging", Status: []pgrun.JobStatus{pgrun.StatusCancelled}})
+	cancelled, err := c.ListJobs(b.Ctx, pgrun.JobFilter{Queue: "paging", Status: []pgrun.JobStatus{pgrun.StatusCancelled}})
 	require.NoError(t, err)
 	require.Len(t, cancelled, 1)
 	require.Equal(t, made[3].ID, cancelled[0].ID)
-	all, err := c.ListJobs(b.ctx, pgrun.JobFilter{Queue: "paging", Limit: pgrun.MaxPageSize})
+	all, err := c.ListJobs(b.Ctx, pgrun.JobFilter{Queue: "paging", Limit: pgrun.MaxPageSize})
 	require.NoError(t, err)
 	require.Len(t, all, 27)
-	none, err := c.ListJobs(b.ctx, pgrun.JobFilter{Queue: "elsewhere"})
+	none, err := c.ListJobs(b.Ctx, pgrun.JobFilter{Queue: "elsewhere"})
 	require.NoError(t, err)
 	require.Empty(t, none)
-	_, err = c.ListJobs(b.ctx, pgrun.JobFilter{Limit: pgrun.MaxPageSize + 1})
+	_, err = c.ListJobs(b.Ctx, pgrun.JobFilter{Limit: pgrun.MaxPageSize + 1})
 	require.ErrorIs(t, err, pgrun.ErrInvalidInput)
 }
 
 // ListJobs selects a parent's children and a run's nodes.
 func TestClientListJobsByParentAndRun(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	c := newClient(t, b, pgrun.Config{})
-	parent, err := c.Enqueue(b.ctx, "parent", nil)
+	parent, err := c.Enqueue(b.Ctx, "parent", nil)
 	require.NoError(t, err)
-	claimed := kitClaimN(t, b.pool, "default", "w", 1, "30 seconds")
-	_, err = b.pool.Exec(b.ctx, `select pgrun.defer_job($1, $2, '[{"kind": "child"}, {"kind": "child"}]')`,
-		claimed[0].id, claimed[0].attempt)
+	claimed := testkit.ClaimN(t, b.Pool, "default", "w", 1, "30 seconds")
+	_, err = b.Pool.Exec(b.Ctx, `select pgrun.defer_job($1, $2, '[{"kind": "child"}, {"kind": "child"}]')`,
+		claimed[0].ID, claimed[0].Attempt)
 	require.NoError(t, err)
-	children, err := c.ListJobs(b.ctx, pgrun.JobFilter{ParentID: parent.ID})
+	children, err := c.ListJobs(b.Ctx, pgrun.JobFilter{ParentID: parent.ID})
 	require.NoError(t, err)
 	require.Len(t, children, 2)
 	for _, ch := range children {
 		require.Equal(t, parent.ID, *ch.ParentID)
 	}
-	got, err := c.GetJob(b.ctx, parent.ID)
+	got, err := c.GetJob(b.Ctx, parent.ID)
 	require.NoError(t, err)
 	require.Equal(t, pgrun.StatusWaiting, got.Status)
 	require.NotNil(t, got.FailureRatio, "a deferred parent records its failure ratio")
 	require.Equal(t, 0, got.ChildrenFailed)
 
-	_, err = c.DefineWorkflow(b.ctx, "pair", json.RawMessage(`{"nodes": [{"name": "a", "kind": "x"}, {"name": "b", "kind": "x", "deps": ["a"]}]}`))
+	_, err = c.DefineWorkflow(b.Ctx, "pair", json.RawMessage(`{"nodes": [{"name": "a", "kind": "x"}, {"name": "b", "kind": "x", "deps": ["a"]}]}`))
 	require.NoError(t, err)
-	run, err := c.StartRun(b.ctx, "pair", nil, "")
+	run, err := c.StartRun(b.Ctx, "pair", nil, "")
 	require.NoError(t, err)
-	nodes, err := c.ListJobs(b.ctx, pgrun.JobFilter{RunID: run.ID})
+	nodes, err := c.ListJobs(b.Ctx, pgrun.JobFilter{RunID: run.ID})
 	require.NoError(t, err)
 	require.Len(t, nodes, 2)
 	require.Equal(t, "a", *nodes[0].Node)
@@ -285,32 +286,32 @@ func TestClientListJobsByParentAndRun(t *testing.T) {
 
 // Cancel and Retry move a job and say, once, why they did not.
 func TestClientCancelAndRetry(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	c := newClient(t, b, pgrun.Config{})
-	j, err := c.Enqueue(b.ctx, "task", nil)
+	j, err := c.Enqueue(b.Ctx, "task", nil)
 	require.NoError(t, err)
 
-	_, err = c.Retry(b.ctx, j.ID)
+	_, err = c.Retry(b.Ctx, j.ID)
 	require.ErrorIs(t, err, pgrun.ErrNotRetryable)
 	require.EqualError(t, err, "pgrun: job "+itoa(j.ID)+" is queued: only failed and cancelled jobs can be retried")
 
-	cancelled, err := c.Cancel(b.ctx, j.ID, "not needed")
+	cancelled, err := c.Cancel(b.Ctx, j.ID, "not needed")
 	require.NoError(t, err)
 	require.Equal(t, pgrun.StatusCancelled, cancelled.Status)
-	same, err := c.Cancel(b.ctx, j.ID, "")
+	same, err := c.Cancel(b.Ctx, j.ID, "")
 	require.ErrorIs(t, err, pgrun.ErrFinished)
 	require.EqualError(t, err, "pgrun: job "+itoa(j.ID)+" already finished (cancelled)")
 	require.Equal(t, pgrun.StatusCancelled, same.Status, "the job is returned unchanged")
 
-	retried, err := c.Retry(b.ctx, j.ID)
+	retried, err := c.Retry(b.Ctx, j.ID)
 	require.NoError(t, err)
 	require.Equal(t, pgrun.StatusQueued, retried.Status)
 
 	for _, call := range []func() error{
-		func() error { _, err := c.GetJob(b.ctx, 999999); return err },
-		func() error { _, err := c.Cancel(b.ctx, 999999, ""); return err },
-		func() error { _, err := c.Retry(b.ctx, 999999); return err },
-		func() error { _, err := c.Timeline(b.ctx, 999999); return err },
+		func() error { _, err := c.GetJob(b.Ctx, 999999); return err },
+		func() error { _, err := c.Cancel(b.Ctx, 999999, ""); return err },
+		func() error { _, err := c.Retry(b.Ctx, 999999); return err },
+		func() error { _, err := c.Timeline(b.Ctx, 999999); return err },
 	} {
 		err := call()
 		require.ErrorIs(t, err, pgrun.ErrNotFound)
@@ -320,14 +321,14 @@ func TestClientCancelAndRetry(t *testing.T) {
 
 // RetryJobs redrives the failed jobs a filter selects, up to Max, and no others.
 func TestClientRetryJobsRedrivesInBulk(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	c := newClient(t, b, pgrun.Config{})
 	fail := func(queue string, n int) []int64 {
 		var ids []int64
 		for range n {
-			_, err := c.Enqueue(b.ctx, "flaky", nil, pgrun.Queue(queue), pgrun.MaxAttempts(1))
+			_, err := c.Enqueue(b.Ctx, "flaky", nil, pgrun.Queue(queue), pgrun.MaxAttempts(1))
 			require.NoError(t, err)
-			j := pgruntest.WorkOne(b.ctx, t, b.pool, "flaky", func(ctx context.Context, j *pgrun.Job) (any, error) {
+			j := pgruntest.WorkOne(b.Ctx, t, b.Pool, "flaky", func(ctx context.Context, j *pgrun.Job) (any, error) {
 				return nil, errors.New("down")
 			})
 			require.Equal(t, pgrun.StatusFailed, j.Status)
@@ -338,33 +339,33 @@ func TestClientRetryJobsRedrivesInBulk(t *testing.T) {
 	a := fail("a", 3)
 	other := fail("b", 1)
 
-	n, err := c.RetryJobs(b.ctx, pgrun.RetryFilter{Queue: "a", Max: 2})
+	n, err := c.RetryJobs(b.Ctx, pgrun.RetryFilter{Queue: "a", Max: 2})
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
-	require.Equal(t, pgrun.StatusQueued, jobStatus(t, b, a[0]), "oldest first")
-	require.Equal(t, pgrun.StatusQueued, jobStatus(t, b, a[1]))
-	require.Equal(t, pgrun.StatusFailed, jobStatus(t, b, a[2]))
-	n, err = c.RetryJobs(b.ctx, pgrun.RetryFilter{Queue: "a", Since: time.Now().Add(-time.Hour)})
+	require.Equal(t, pgrun.StatusQueued, testkit.JobStatus(t, b, a[0]), "oldest first")
+	require.Equal(t, pgrun.StatusQueued, testkit.JobStatus(t, b, a[1]))
+	require.Equal(t, pgrun.StatusFailed, testkit.JobStatus(t, b, a[2]))
+	n, err = c.RetryJobs(b.Ctx, pgrun.RetryFilter{Queue: "a", Since: time.Now().Add(-time.Hour)})
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
-	require.Equal(t, pgrun.StatusFailed, jobStatus(t, b, other[0]), "another queue")
-	n, err = c.RetryJobs(b.ctx, pgrun.RetryFilter{Kind: "flaky"})
+	require.Equal(t, pgrun.StatusFailed, testkit.JobStatus(t, b, other[0]), "another queue")
+	n, err = c.RetryJobs(b.Ctx, pgrun.RetryFilter{Kind: "flaky"})
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
-	_, err = c.RetryJobs(b.ctx, pgrun.RetryFilter{Max: -1})
+	_, err = c.RetryJobs(b.Ctx, pgrun.RetryFilter{Max: -1})
 	requireInvalidInput(t, err, "max_jobs -1 is not valid", "Redrive 1 or more jobs per call.")
 }
 
 // Timeline tells a job's story from enqueue to its ending; Events holds what was
 // stored.
 func TestClientTimeline(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	c := newClient(t, b, pgrun.Config{})
-	j, err := c.Enqueue(b.ctx, "task", nil)
+	j, err := c.Enqueue(b.Ctx, "task", nil)
 	require.NoError(t, err)
-	_, err = c.Cancel(b.ctx, j.ID, "changed my mind")
+	_, err = c.Cancel(b.Ctx, j.ID, "changed my mind")
 	require.NoError(t, err)
-	tl, err := c.Timeline(b.ctx, j.ID)
+	tl, err := c.Timeline(b.Ctx, j.ID)
 	require.NoError(t, err)
 	var events []string
 	for _, e := range tl {
@@ -372,7 +373,7 @@ func TestClientTimeline(t *testing.T) {
 	}
 	require.Equal(t, []string{"job.enqueued", "job.cancelled"}, events)
 	require.Equal(t, 0, *tl[0].Attempt)
-	evs, err := c.Events(b.ctx, j.ID)
+	evs, err := c.Events(b.Ctx, j.ID)
 	require.NoError(t, err)
 	require.Len(t, evs, 1)
 	require.Equal(t, "job.cancelled", evs[0].Event)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/testkit"
 )
 
 // dbTags lists the db tags of t's fields (embedded structs flattened, "-" left out),
@@ -35,7 +36,7 @@ func dbTags(t reflect.Type) []string {
 // schedule, run, worker and stats types and theirs; and JobColumns selects every
 // column of pgrun.jobs.
 func TestClientTypesHaveEveryColumn(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	for _, tc := range []struct {
 		relation string
 		typ      any
@@ -51,14 +52,14 @@ func TestClientTypesHaveEveryColumn(t *testing.T) {
 		{"pgrun.job_events", pgrun.Event{}},
 	} {
 		var cols []string
-		require.NoError(t, b.pool.QueryRow(b.ctx, `select array_agg(attname::text order by attnum) from pg_attribute
+		require.NoError(t, b.Pool.QueryRow(b.Ctx, `select array_agg(attname::text order by attnum) from pg_attribute
 			where attrelid = (select coalesce(to_regclass($1)::oid, (select typrelid from pg_type where oid = to_regtype($1))))
 			  and attnum > 0 and not attisdropped`, tc.relation).Scan(&cols))
 		require.Equal(t, cols, dbTags(reflect.TypeOf(tc.typ)), "%s and %T", tc.relation, tc.typ)
 	}
 
 	var jobCols []string
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select array_agg(attname::text order by attnum) from pg_attribute
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select array_agg(attname::text order by attnum) from pg_attribute
 		where attrelid = 'pgrun.jobs'::regclass and attnum > 0 and not attisdropped`).Scan(&jobCols))
 	var selected []string
 	for _, c := range strings.Split(pgrun.JobColumns, ",") {
@@ -71,9 +72,9 @@ func TestClientTypesHaveEveryColumn(t *testing.T) {
 // JobSpec can set every attribute of pgrun.job_spec from Go: its JSON form (what
 // enqueue_jobs takes) names each one.
 func TestJobSpecHasEveryAttribute(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	var attrs []string
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select array_agg(attname::text order by attnum) from pg_attribute
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select array_agg(attname::text order by attnum) from pg_attribute
 		where attrelid = (select typrelid from pg_type where oid = 'pgrun.job_spec'::regtype)
 		  and attnum > 0 and not attisdropped`).Scan(&attrs))
 	spec := pgrun.JobSpec{Kind: "k", Args: map[string]any{}, Queue: "q", Priority: 1, RunAt: new(time.Now()),
@@ -82,13 +83,13 @@ func TestJobSpecHasEveryAttribute(t *testing.T) {
 	raw, err := spec.MarshalJSON()
 	require.NoError(t, err)
 	var keys []string
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select array_agg(k order by k) from jsonb_object_keys($1::jsonb) k`, raw).Scan(&keys))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select array_agg(k order by k) from jsonb_object_keys($1::jsonb) k`, raw).Scan(&keys))
 	slices.Sort(attrs)
 	require.Equal(t, attrs, keys)
 
 	// Each of them lands: enqueue_jobs reads the keys from the catalog.
 	var n int
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from jsonb_populate_record(null::pgrun.job_spec, $1::jsonb) s
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from jsonb_populate_record(null::pgrun.job_spec, $1::jsonb) s
 		where s.kind = 'k' and s.queue = 'q' and s.priority = 1 and s.max_attempts = 2 and s.unique_key = 'u'
 		  and s.parent_id = 3 and s.model = 'm' and s.timeout > '0' and s.concurrency_key = 'c'
 		  and s.unique_window > '0' and s.on_conflict = 'replace' and s.model_required`, raw).Scan(&n))

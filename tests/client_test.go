@@ -8,19 +8,20 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/testkit"
 	"github.com/pgrun/pgrun/runner"
 )
 
 // Enqueue options land in the row.
 func TestEnqueueOptionsLandInTheRow(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	at := time.Now().Add(time.Hour).Truncate(time.Microsecond)
-	j, err := pgrun.Enqueue(b.ctx, b.pool, "resize", map[string]any{"w": 64},
+	j, err := pgrun.Enqueue(b.Ctx, b.Pool, "resize", map[string]any{"w": 64},
 		pgrun.Queue("images"), pgrun.Priority(7), pgrun.RunAt(at), pgrun.MaxAttempts(3),
 		pgrun.UniqueKey("img-1"), pgrun.Timeout(90*time.Second), pgrun.Model("clip"),
 		pgrun.Meta(map[string]any{"tenant": "acme"}))
 	require.NoError(t, err)
-	got, err := pgrun.GetJob(b.ctx, b.pool, j.ID)
+	got, err := pgrun.GetJob(b.Ctx, b.Pool, j.ID)
 	require.NoError(t, err)
 	require.Equal(t, "images", got.Queue)
 	require.EqualValues(t, 7, got.Priority)
@@ -32,37 +33,37 @@ func TestEnqueueOptionsLandInTheRow(t *testing.T) {
 	require.JSONEq(t, `{"tenant": "acme"}`, string(got.Meta))
 	require.JSONEq(t, `{"w": 64}`, string(got.Args))
 
-	_, err = pgrun.GetJob(b.ctx, b.pool, 999)
+	_, err = pgrun.GetJob(b.Ctx, b.Pool, 999)
 	require.ErrorIs(t, err, pgrun.ErrNotFound)
 }
 
 // A job enqueued with plain SQL (as psql or any other language would) is run by the
 // Go runner, and what happened is visible with SQL.
 func TestSQLEnqueuedJobRunsAndIsObservableWithSQL(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	var id int64
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select id from pgrun.enqueue_job('echo', '{"x": 1}', queue => 'default')`).Scan(&id))
-	startRunner(t, newRunner(b.pool, runner.Config{}))
-	eventually(t, 10*time.Second, "the job succeeded", func() bool { return jobStatus(t, b, id) == pgrun.StatusSucceeded })
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select id from pgrun.enqueue_job('echo', '{"x": 1}', queue => 'default')`).Scan(&id))
+	testkit.StartRunner(t, testkit.NewRunner(b.Pool, runner.Config{}))
+	testkit.Eventually(t, 10*time.Second, "the job succeeded", func() bool { return testkit.JobStatus(t, b, id) == pgrun.StatusSucceeded })
 
 	var result string
 	var succeeded int
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select result::text from pgrun.jobs where id = $1`, id).Scan(&result))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select result::text from pgrun.jobs where id = $1`, id).Scan(&result))
 	require.JSONEq(t, `{"x": 1}`, result)
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select succeeded_1m from pgrun.queue_stats where queue = 'default'`).Scan(&succeeded))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select succeeded_1m from pgrun.queue_stats where queue = 'default'`).Scan(&succeeded))
 	require.Equal(t, 1, succeeded)
 	var workers int
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from pgrun.worker_status where state = 'running'`).Scan(&workers))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.worker_status where state = 'running'`).Scan(&workers))
 	require.Equal(t, 1, workers)
 }
 
 // Progress and events reported by a handler show in the row, active_jobs and the
 // audit log.
 func TestHandlerProgressAndEvents(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	release := make(chan struct{})
-	r := newRunner(b.pool, runner.Config{})
-	handle(t, r, "batch", func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
+	r := testkit.NewRunner(b.Pool, runner.Config{})
+	testkit.Handle(t, r, "batch", func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
 		if err := j.Progress(ctx, 45, 100); err != nil {
 			return nil, err
 		}
@@ -72,21 +73,21 @@ func TestHandlerProgressAndEvents(t *testing.T) {
 		<-release
 		return nil, j.Progress(ctx, 100, 0)
 	})
-	startRunner(t, r)
-	job, err := pgrun.Enqueue(b.ctx, b.pool, "batch", nil)
+	testkit.StartRunner(t, r)
+	job, err := pgrun.Enqueue(b.Ctx, b.Pool, "batch", nil)
 	require.NoError(t, err)
-	eventually(t, 10*time.Second, "progress visible in active_jobs", func() bool {
+	testkit.Eventually(t, 10*time.Second, "progress visible in active_jobs", func() bool {
 		var pct *float64
-		err := b.pool.QueryRow(b.ctx, `select progress_pct from pgrun.active_jobs where id = $1`, job.ID).Scan(&pct)
+		err := b.Pool.QueryRow(b.Ctx, `select progress_pct from pgrun.active_jobs where id = $1`, job.ID).Scan(&pct)
 		return err == nil && pct != nil && *pct == 45
 	})
 	close(release)
-	eventually(t, 10*time.Second, "job succeeded", func() bool { return jobStatus(t, b, job.ID) == pgrun.StatusSucceeded })
-	j, err := pgrun.GetJob(b.ctx, b.pool, job.ID)
+	testkit.Eventually(t, 10*time.Second, "job succeeded", func() bool { return testkit.JobStatus(t, b, job.ID) == pgrun.StatusSucceeded })
+	j, err := pgrun.GetJob(b.Ctx, b.Pool, job.ID)
 	require.NoError(t, err)
 	require.EqualValues(t, 100, j.ProgressCurrent)
 	require.EqualValues(t, 100, *j.ProgressTotal)
-	evs, err := pgrun.Events(b.ctx, b.pool, job.ID)
+	evs, err := pgrun.Events(b.Ctx, b.Pool, job.ID)
 	require.NoError(t, err)
 	require.Len(t, evs, 1)
 	require.Equal(t, "batch.half", evs[0].Event)

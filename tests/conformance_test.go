@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/testkit"
 )
 
 // The worker conformance suite. Every rule a worker follows is SQL's, so a worker in
@@ -49,45 +50,45 @@ var workerAdapters = []workerAdapter{
 const pythonBin = "/usr/bin/python3"
 
 // startAdapter starts worker id of adapter a on queue.
-func startAdapter(t *testing.T, a workerAdapter, b *bundle, queue, id string) *proc {
+func startAdapter(t *testing.T, a workerAdapter, b *testkit.DB, queue, id string) *testkit.Proc {
 	t.Helper()
 	if a.name == "python" {
 		out, err := exec.Command(pythonBin, "-c", "import psycopg").CombinedOutput()
 		require.NoError(t, err, "the Python worker needs Debian's python3-psycopg (apt-get install python3-psycopg): %s", out)
 	}
-	return startProc(t, a.name+" worker "+id, a.start(b.url, queue, id))
+	return testkit.StartProc(t, a.name+" worker "+id, a.start(b.URL, queue, id))
 }
 
 // forEachAdapter runs scenario against every adapter, each in its own database.
-func forEachAdapter(t *testing.T, scenario func(t *testing.T, a workerAdapter, b *bundle)) {
+func forEachAdapter(t *testing.T, scenario func(t *testing.T, a workerAdapter, b *testkit.DB)) {
 	for _, a := range workerAdapters {
 		t.Run(a.name, func(t *testing.T) {
-			scenario(t, a, setup(t))
+			scenario(t, a, testkit.Setup(t))
 		})
 	}
 }
 
-func enqueueKind(t *testing.T, b *bundle, kind string, args any, opts ...pgrun.Option) int64 {
+func enqueueKind(t *testing.T, b *testkit.DB, kind string, args any, opts ...pgrun.Option) int64 {
 	t.Helper()
-	j, err := pgrun.Enqueue(b.ctx, b.pool, kind, args, append([]pgrun.Option{pgrun.Queue("conf")}, opts...)...)
+	j, err := pgrun.Enqueue(b.Ctx, b.Pool, kind, args, append([]pgrun.Option{pgrun.Queue("conf")}, opts...)...)
 	require.NoError(t, err)
 	return j.ID
 }
 
-func getJob(t *testing.T, b *bundle, id int64) *pgrun.Job {
+func getJob(t *testing.T, b *testkit.DB, id int64) *pgrun.Job {
 	t.Helper()
-	j, err := pgrun.GetJob(b.ctx, b.pool, id)
+	j, err := pgrun.GetJob(b.Ctx, b.Pool, id)
 	require.NoError(t, err)
 	return j
 }
 
-func waitStatus(t *testing.T, b *bundle, id int64, want pgrun.JobStatus) {
+func waitStatus(t *testing.T, b *testkit.DB, id int64, want pgrun.JobStatus) {
 	t.Helper()
-	eventually(t, 30*time.Second, fmt.Sprintf("job %d %s", id, want), func() bool { return jobStatus(t, b, id) == want })
+	testkit.Eventually(t, 30*time.Second, fmt.Sprintf("job %d %s", id, want), func() bool { return testkit.JobStatus(t, b, id) == want })
 }
 
 func TestConformanceCompleteInPriorityOrder(t *testing.T) {
-	forEachAdapter(t, func(t *testing.T, a workerAdapter, b *bundle) {
+	forEachAdapter(t, func(t *testing.T, a workerAdapter, b *testkit.DB) {
 		low := enqueueKind(t, b, "echo", map[string]any{"n": 2}, pgrun.Priority(2))
 		high := enqueueKind(t, b, "echo", map[string]any{"n": 0}, pgrun.Priority(0))
 		mid := enqueueKind(t, b, "echo", map[string]any{"n": 1}, pgrun.Priority(1))
@@ -103,7 +104,7 @@ func TestConformanceCompleteInPriorityOrder(t *testing.T) {
 }
 
 func TestConformanceFailRetriesWithBackoffThenFailsForGood(t *testing.T) {
-	forEachAdapter(t, func(t *testing.T, a workerAdapter, b *bundle) {
+	forEachAdapter(t, func(t *testing.T, a workerAdapter, b *testkit.DB) {
 		retried := enqueueKind(t, b, "fail", map[string]any{"times": 1})
 		permanent := enqueueKind(t, b, "fail", map[string]any{"permanent": true, "message": "no"})
 		startAdapter(t, a, b, "conf", "conf-"+a.name)
@@ -113,7 +114,7 @@ func TestConformanceFailRetriesWithBackoffThenFailsForGood(t *testing.T) {
 		require.Equal(t, 2, r.Attempt)
 		require.Equal(t, 1, r.Failures)
 		var backoff bool // the retry was scheduled after the failure, not at once
-		require.NoError(t, b.pool.QueryRow(b.ctx, `select (fields->>'next_run_at')::timestamptz > at from pgrun.job_events
+		require.NoError(t, b.Pool.QueryRow(b.Ctx, `select (fields->>'next_run_at')::timestamptz > at from pgrun.job_events
 			where job_id = $1 and event = 'job.failed'`, retried).Scan(&backoff))
 		require.True(t, backoff)
 		require.Equal(t, 1, p.Attempt)
@@ -124,7 +125,7 @@ func TestConformanceFailRetriesWithBackoffThenFailsForGood(t *testing.T) {
 }
 
 func TestConformanceRetryLaterSpendsNoAttempt(t *testing.T) {
-	forEachAdapter(t, func(t *testing.T, a workerAdapter, b *bundle) {
+	forEachAdapter(t, func(t *testing.T, a workerAdapter, b *testkit.DB) {
 		id := enqueueKind(t, b, "later", map[string]any{"ms": 50})
 		startAdapter(t, a, b, "conf", "conf-"+a.name)
 		waitStatus(t, b, id, pgrun.StatusSucceeded)
@@ -135,33 +136,33 @@ func TestConformanceRetryLaterSpendsNoAttempt(t *testing.T) {
 }
 
 func TestConformanceCancelStopsTheRunningJob(t *testing.T) {
-	forEachAdapter(t, func(t *testing.T, a workerAdapter, b *bundle) {
+	forEachAdapter(t, func(t *testing.T, a workerAdapter, b *testkit.DB) {
 		long := enqueueKind(t, b, "sleep", map[string]any{"ms": 600_000})
 		startAdapter(t, a, b, "conf", "conf-"+a.name)
 		waitStatus(t, b, long, pgrun.StatusRunning)
-		_, err := pgrun.Cancel(b.ctx, b.pool, long, "not needed")
+		_, err := pgrun.Cancel(b.Ctx, b.Pool, long, "not needed")
 		require.NoError(t, err)
 		// One job at a time: the next one runs only once the cancelled handler stopped.
 		next := enqueueKind(t, b, "noop", nil)
 		waitStatus(t, b, next, pgrun.StatusSucceeded)
-		require.Equal(t, pgrun.StatusCancelled, jobStatus(t, b, long))
+		require.Equal(t, pgrun.StatusCancelled, testkit.JobStatus(t, b, long))
 	})
 }
 
 func TestConformanceLostLeaseIsReclaimed(t *testing.T) {
-	forEachAdapter(t, func(t *testing.T, a workerAdapter, b *bundle) {
-		_, err := b.pool.Exec(b.ctx, `select pgrun.set_queue('conf', default_lease => '15 seconds')`)
+	forEachAdapter(t, func(t *testing.T, a workerAdapter, b *testkit.DB) {
+		_, err := b.Pool.Exec(b.Ctx, `select pgrun.set_queue('conf', default_lease => '15 seconds')`)
 		require.NoError(t, err)
 		id := enqueueKind(t, b, "sleep", map[string]any{"ms": 1500})
 		frozen := startAdapter(t, a, b, "conf", "conf-frozen-"+a.name)
 		waitStatus(t, b, id, pgrun.StatusRunning)
-		require.NoError(t, frozen.cmd.Process.Signal(syscall.SIGSTOP))
+		require.NoError(t, frozen.Cmd.Process.Signal(syscall.SIGSTOP))
 		startAdapter(t, a, b, "conf", "conf-other-"+a.name)
-		eventually(t, 30*time.Second, "the lease runs out and another worker finishes the job", func() bool {
-			_, _ = b.pool.Exec(b.ctx, `select pgrun.maintain()`) // the Python worker does not maintain
-			return jobStatus(t, b, id) == pgrun.StatusSucceeded
+		testkit.Eventually(t, 30*time.Second, "the lease runs out and another worker finishes the job", func() bool {
+			_, _ = b.Pool.Exec(b.Ctx, `select pgrun.maintain()`) // the Python worker does not maintain
+			return testkit.JobStatus(t, b, id) == pgrun.StatusSucceeded
 		})
-		require.NoError(t, frozen.cmd.Process.Signal(syscall.SIGCONT))
+		require.NoError(t, frozen.Cmd.Process.Signal(syscall.SIGCONT))
 		j := getJob(t, b, id)
 		require.Equal(t, 2, j.Attempt)
 		require.Equal(t, 1, j.LeaseExpiries)
@@ -170,12 +171,12 @@ func TestConformanceLostLeaseIsReclaimed(t *testing.T) {
 }
 
 func TestConformanceShutdownRequeues(t *testing.T) {
-	forEachAdapter(t, func(t *testing.T, a workerAdapter, b *bundle) {
+	forEachAdapter(t, func(t *testing.T, a workerAdapter, b *testkit.DB) {
 		id := enqueueKind(t, b, "sleep", map[string]any{"ms": 600_000})
 		p := startAdapter(t, a, b, "conf", "conf-"+a.name)
 		waitStatus(t, b, id, pgrun.StatusRunning)
-		require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
-		p.wait(t, 30*time.Second)
+		require.NoError(t, p.Cmd.Process.Signal(syscall.SIGTERM))
+		p.Wait(t, 30*time.Second)
 		j := getJob(t, b, id)
 		require.Equal(t, pgrun.StatusQueued, j.Status)
 		require.Equal(t, 0, j.Failures, "a shutdown spent an attempt")
@@ -183,7 +184,7 @@ func TestConformanceShutdownRequeues(t *testing.T) {
 }
 
 func TestConformanceUnknownKindWaits(t *testing.T) {
-	forEachAdapter(t, func(t *testing.T, a workerAdapter, b *bundle) {
+	forEachAdapter(t, func(t *testing.T, a workerAdapter, b *testkit.DB) {
 		unknown := enqueueKind(t, b, "nobody.handles.this", nil)
 		after := enqueueKind(t, b, "noop", nil)
 		startAdapter(t, a, b, "conf", "conf-"+a.name)
@@ -195,12 +196,12 @@ func TestConformanceUnknownKindWaits(t *testing.T) {
 }
 
 func TestConformanceDeferAndFanIn(t *testing.T) {
-	forEachAdapter(t, func(t *testing.T, a workerAdapter, b *bundle) {
+	forEachAdapter(t, func(t *testing.T, a workerAdapter, b *testkit.DB) {
 		parent := enqueueKind(t, b, "fanout", map[string]any{"children": 3})
 		startAdapter(t, a, b, "conf", "conf-"+a.name)
 		waitStatus(t, b, parent, pgrun.StatusSucceeded)
 		var done int
-		require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from pgrun.jobs where parent_id = $1 and status = 'succeeded'`,
+		require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.jobs where parent_id = $1 and status = 'succeeded'`,
 			parent).Scan(&done))
 		require.Equal(t, 3, done)
 	})
@@ -209,33 +210,33 @@ func TestConformanceDeferAndFanIn(t *testing.T) {
 // A mixed fleet, Go and Python workers on one queue, one of each killed with SIGKILL
 // mid-job: nothing is lost, and only the jobs whose lease ran out ran again.
 func TestConformanceMixedFleetSurvivesSIGKILL(t *testing.T) {
-	b := setup(t)
-	_, err := b.pool.Exec(b.ctx, `select pgrun.set_queue('conf', default_lease => '15 seconds')`)
+	b := testkit.Setup(t)
+	_, err := b.Pool.Exec(b.Ctx, `select pgrun.set_queue('conf', default_lease => '15 seconds')`)
 	require.NoError(t, err)
 	specs := make([]pgrun.JobSpec, 60)
 	for i := range specs {
 		specs[i] = pgrun.JobSpec{Kind: "sleep", Queue: "conf", Args: map[string]any{"ms": 100}}
 	}
-	jobs, err := pgrun.EnqueueMany(b.ctx, b.pool, specs)
+	jobs, err := pgrun.EnqueueMany(b.Ctx, b.Pool, specs)
 	require.NoError(t, err)
-	var victims []*proc
+	var victims []*testkit.Proc
 	for _, a := range workerAdapters {
 		victims = append(victims, startAdapter(t, a, b, "conf", "fleet-victim-"+a.name))
 		startAdapter(t, a, b, "conf", "fleet-"+a.name)
 	}
-	eventually(t, 30*time.Second, "every worker runs a job", func() bool {
+	testkit.Eventually(t, 30*time.Second, "every worker runs a job", func() bool {
 		var n int
-		require.NoError(t, b.pool.QueryRow(b.ctx, `select count(distinct claimed_by) from pgrun.jobs where status = 'running'`).Scan(&n))
+		require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(distinct claimed_by) from pgrun.jobs where status = 'running'`).Scan(&n))
 		return n == 4
 	})
 	for _, v := range victims {
-		require.NoError(t, v.cmd.Process.Signal(syscall.SIGKILL))
+		require.NoError(t, v.Cmd.Process.Signal(syscall.SIGKILL))
 	}
-	eventually(t, time.Minute, "every job succeeds", func() bool {
-		_, _ = b.pool.Exec(b.ctx, `select pgrun.maintain()`)
-		return countStatus(t, b, pgrun.StatusSucceeded) == len(jobs)
+	testkit.Eventually(t, time.Minute, "every job succeeds", func() bool {
+		_, _ = b.Pool.Exec(b.Ctx, `select pgrun.maintain()`)
+		return testkit.CountStatus(t, b, pgrun.StatusSucceeded) == len(jobs)
 	})
 	var rerunWithoutLostLease int
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from pgrun.jobs where attempt > 1 and lease_expiries = 0`).Scan(&rerunWithoutLostLease))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.jobs where attempt > 1 and lease_expiries = 0`).Scan(&rerunWithoutLostLease))
 	require.Zero(t, rerunWithoutLostLease, "a job ran again though no lease of it ran out")
 }

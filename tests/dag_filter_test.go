@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/testkit"
 )
 
 // {"$filter": [ARRAY, CONDITION]} keeps the elements for which the condition holds, in
@@ -16,8 +17,8 @@ import (
 // map node's args item in the condition is the element tested, in the array the map
 // element.
 func TestDAGFilterSelectsElements(t *testing.T) {
-	b := setup(t)
-	defineWorkflow(t, b, "filter", `{"nodes": [
+	b := testkit.Setup(t)
+	testkit.DefineWorkflow(t, b, "filter", `{"nodes": [
 	  {"name": "fetch", "kind": "fetch"},
 	  {"name": "pick", "kind": "pick", "deps": ["fetch"],
 	   "args": {"docs": {"$filter": [{"$from": "fetch.output.docs"},
@@ -29,10 +30,10 @@ func TestDAGFilterSelectsElements(t *testing.T) {
 	   "args": {"group": {"$from": "item.name"},
 	            "big": {"$filter": [{"$from": "item.sizes"}, {"$or": [{"$eq": [{"$from": "item"}, 10]}, {"$eq": [{"$from": "item"}, 20]}]}]}}}
 	]}`)
-	run, err := pgrun.StartRun(b.ctx, b.pool, "filter", map[string]any{"lang": "en"}, "")
+	run, err := pgrun.StartRun(b.Ctx, b.Pool, "filter", map[string]any{"lang": "en"}, "")
 	require.NoError(t, err)
 	fetch := dagClaim(t, b, "default")
-	report(t, b, fetch, outcome{result: map[string]any{
+	testkit.Report(t, b, fetch, testkit.Outcome{Result: map[string]any{
 		"docs": []map[string]any{{"id": 1, "lang": "en"}, {"id": 2, "lang": "fr"}, {"id": 3, "lang": "en"}, {"id": 4}},
 		"groups": []map[string]any{
 			{"name": "g1", "sizes": []int{10, 15, 20}},
@@ -43,7 +44,7 @@ func TestDAGFilterSelectsElements(t *testing.T) {
 
 	args := map[string]json.RawMessage{}
 	var kinds []string
-	for _, c := range drive(t, b, func(c claimed) outcome { return outcome{result: c.Kind} }) {
+	for _, c := range testkit.Drive(t, b, func(c testkit.Claimed) testkit.Outcome { return testkit.Outcome{Result: c.Kind} }) {
 		if c.Kind == "each" {
 			var a struct{ Group string }
 			require.NoError(t, json.Unmarshal(c.Args, &a))
@@ -69,7 +70,7 @@ func TestDAGFilterSelectsElements(t *testing.T) {
 //
 // Was a BUG (fixed): {"$form": "input.url"} (a typo) reached the job as that object.
 func TestDefineWorkflowRefusesUnknownOperators(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	for spec, want := range map[string]string{
 		`{"nodes": [{"name": "a", "kind": "x", "args": {"url": {"$form": "input.url"}}}]}`:                                                                                           `args of node a uses unknown operator '$form'`,
 		`{"nodes": [{"name": "a", "kind": "x", "args": {"l": [1, {"deep": {"$fro": "input"}}]}}]}`:                                                                                   `args of node a uses unknown operator '$fro'`,
@@ -86,18 +87,18 @@ func TestDefineWorkflowRefusesUnknownOperators(t *testing.T) {
 		`{"nodes": [{"name": "a", "kind": "x"}, {"name": "m", "kind": "x", "deps": ["a"], "map": {"$from": "item"}}]}`:                                                               `node m refers to 'item' in its map, where there is no item`,
 		`{"nodes": [{"name": "a", "kind": "x"}, {"name": "m", "kind": "x", "deps": ["a"], "map": {"$oops": "a.output"}}]}`:                                                           `map of node m must be a reference`,
 	} {
-		_, err := pgrun.DefineWorkflow(b.ctx, b.pool, "bad", json.RawMessage(spec))
-		require.Equal(t, "22023", sqlState(err), spec)
+		_, err := pgrun.DefineWorkflow(b.Ctx, b.Pool, "bad", json.RawMessage(spec))
+		require.Equal(t, "22023", testkit.SQLState(err), spec)
 		require.ErrorContains(t, err, want, spec)
-		require.NotEmpty(t, kitPgError(t, err, spec).Hint, spec)
+		require.NotEmpty(t, testkit.PgError(t, err, spec).Hint, spec)
 	}
 	var n int
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from pgrun.workflows`).Scan(&n))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.workflows`).Scan(&n))
 	require.Zero(t, n, "nothing stored")
 
 	// The hint lists the known operators.
-	_, err := pgrun.DefineWorkflow(b.ctx, b.pool, "bad", json.RawMessage(`{"nodes": [{"name": "a", "kind": "x", "args": {"u": {"$form": "input.u"}}}]}`))
-	pe := kitPgError(t, err, "unknown operator")
+	_, err := pgrun.DefineWorkflow(b.Ctx, b.Pool, "bad", json.RawMessage(`{"nodes": [{"name": "a", "kind": "x", "args": {"u": {"$form": "input.u"}}}]}`))
+	pe := testkit.PgError(t, err, "unknown operator")
 	for _, op := range []string{"$from", "$value", "$filter", "$eq", "$ne", "$not", "$and", "$or", "$exists"} {
 		require.Contains(t, pe.Hint, op)
 	}
@@ -110,7 +111,7 @@ func TestDefineWorkflowRefusesUnknownOperators(t *testing.T) {
 		`{"nodes": [{"name": "a", "kind": "x"}, {"name": "b", "kind": "x", "deps": ["a"]},
 		  {"name": "c", "kind": "x", "deps": ["b"], "skip_if": {"$ne": [{"$filter": [{"$from": "a.output"}, {"$exists": "item.ok"}]}, []]}}]}`,
 	} {
-		_, err := pgrun.DefineWorkflow(b.ctx, b.pool, "good", json.RawMessage(spec))
+		_, err := pgrun.DefineWorkflow(b.Ctx, b.Pool, "good", json.RawMessage(spec))
 		require.NoError(t, err, spec)
 	}
 }

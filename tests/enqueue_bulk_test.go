@@ -10,31 +10,32 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/testkit"
 )
 
 // bulkRefused asserts that sql fails with SQLSTATE state, a message containing each
 // of names and a HINT, and that it wrote nothing.
-func bulkRefused(t *testing.T, b *bundle, db kitDB, state, sql string, names []string, args ...any) {
+func bulkRefused(t *testing.T, b *testkit.DB, db testkit.Querier, state, sql string, names []string, args ...any) {
 	t.Helper()
-	before := kitCounts(t, b.pool)
-	_, err := db.Exec(b.ctx, sql, args...)
+	before := testkit.Counts(t, b.Pool)
+	_, err := db.Exec(b.Ctx, sql, args...)
 	require.Error(t, err, sql)
-	pe := kitPgError(t, err, sql)
+	pe := testkit.PgError(t, err, sql)
 	require.Equal(t, state, pe.Code, "%s: %s", sql, pe.Message)
 	for _, n := range names {
 		require.Contains(t, pe.Message, n, "%s: the message names the bad element and value", sql)
 	}
 	require.NotEmpty(t, strings.TrimSpace(pe.Hint), "%s: a HINT says what to do", sql)
-	require.Equal(t, before, kitCounts(t, b.pool), "%s wrote something", sql)
+	require.Equal(t, before, testkit.Counts(t, b.Pool), "%s wrote something", sql)
 }
 
 // A bad value in element k of an enqueue_batch fails the whole batch with 22023 naming
 // element k (counted from 0) and the value, with a HINT, and writes nothing: not
 // the good elements before it, not a queue.
 func TestEnqueueBatchNamesTheBadElementAndWritesNothing(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	var maxJSON, maxKey int
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select pgrun.max_json_bytes(), pgrun.max_key_bytes()`).Scan(&maxJSON, &maxKey))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select pgrun.max_json_bytes(), pgrun.max_key_bytes()`).Scan(&maxJSON, &maxKey))
 	// Five jobs in queue "fresh" (not registered yet); element 3 gets the bad value.
 	batch := func(column, typ, bad string) string {
 		bad = fmt.Sprintf("(select array_agg(case when i = 4 then %s end) from generate_series(1, 5) i)::%s[]", bad, typ)
@@ -74,29 +75,29 @@ func TestEnqueueBatchNamesTheBadElementAndWritesNothing(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			bulkRefused(t, b, b.pool, "22023", c.sql, c.names)
+			bulkRefused(t, b, b.Pool, "22023", c.sql, c.names)
 		})
 	}
 
 	// The Go client names the spec by its index in the slice.
 	specs := []pgrun.JobSpec{{Kind: "a"}, {Kind: "b"}, {Kind: "c", Queue: "Nope"}, {Kind: "d"}}
-	_, err := pgrun.EnqueueMany(b.ctx, b.pool, specs)
-	pe := kitPgError(t, err, "EnqueueMany")
+	_, err := pgrun.EnqueueMany(b.Ctx, b.Pool, specs)
+	pe := testkit.PgError(t, err, "EnqueueMany")
 	require.Equal(t, "22023", pe.Code)
 	require.Contains(t, pe.Message, "element 2")
 	require.Contains(t, pe.Message, "'Nope'")
-	require.Zero(t, kitCounts(t, b.pool)["jobs"])
+	require.Zero(t, testkit.Counts(t, b.Pool)["jobs"])
 }
 
 // Unique keys deduplicate within a batch (the first job with a key takes it) and
 // against the jobs that already hold them: each spec yields one row, in order, the
 // holder in a duplicate's place, and nothing is written for the duplicates.
 func TestEnqueueBatchDedupesUniqueKeys(t *testing.T) {
-	b := setup(t)
-	held, err := pgrun.Enqueue(b.ctx, b.pool, "sync", nil, pgrun.UniqueKey("held"))
+	b := testkit.Setup(t)
+	held, err := pgrun.Enqueue(b.Ctx, b.Pool, "sync", nil, pgrun.UniqueKey("held"))
 	require.NoError(t, err)
 
-	jobs, err := pgrun.EnqueueMany(b.ctx, b.pool, []pgrun.JobSpec{
+	jobs, err := pgrun.EnqueueMany(b.Ctx, b.Pool, []pgrun.JobSpec{
 		{Kind: "sync", UniqueKey: "held", Args: map[string]int{"n": 0}},
 		{Kind: "sync", UniqueKey: "fresh", Args: map[string]int{"n": 1}},
 		{Kind: "sync", UniqueKey: "fresh", Args: map[string]int{"n": 2}},
@@ -117,16 +118,16 @@ func TestEnqueueBatchDedupesUniqueKeys(t *testing.T) {
 	}
 	require.Equal(t, []bool{true, false, true, false, true}, dedup)
 	var n int
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from pgrun.jobs`).Scan(&n))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.jobs`).Scan(&n))
 	require.Equal(t, 3, n, "held, fresh and the plain job")
 
 	// Again: every key is now held, so nothing but the key-less job is written.
-	again, err := kitIDs(b.ctx, b.pool, `select id from pgrun.enqueue_batch(array['sync', 'sync', 'plain'],
+	again, err := kitIDs(b.Ctx, b.Pool, `select id from pgrun.enqueue_batch(array['sync', 'sync', 'plain'],
 		unique_keys => array['fresh', 'held', null]) order by id`)
 	require.NoError(t, err)
 	require.Len(t, again, 3)
 	require.Equal(t, []int64{held.ID, jobs[1].ID}, again[:2])
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from pgrun.jobs`).Scan(&n))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.jobs`).Scan(&n))
 	require.Equal(t, 4, n)
 }
 
@@ -134,10 +135,10 @@ func TestEnqueueBatchDedupesUniqueKeys(t *testing.T) {
 // attempts and an hour) unless they name their own; a timeout of 0 means none, for a
 // job or as a queue's default. Ids follow the batch's order.
 func TestEnqueueBatchTakesTheQueuesDefaults(t *testing.T) {
-	b := setup(t)
-	_, err := b.pool.Exec(b.ctx, `select pgrun.set_queue('slow', default_max_attempts => 3, default_timeout => '5 minutes')`)
+	b := testkit.Setup(t)
+	_, err := b.Pool.Exec(b.Ctx, `select pgrun.set_queue('slow', default_max_attempts => 3, default_timeout => '5 minutes')`)
 	require.NoError(t, err)
-	_, err = b.pool.Exec(b.ctx, `select pgrun.set_queue('forever', default_timeout => '0')`)
+	_, err = b.Pool.Exec(b.Ctx, `select pgrun.set_queue('forever', default_timeout => '0')`)
 	require.NoError(t, err)
 
 	type row struct {
@@ -149,7 +150,7 @@ func TestEnqueueBatchTakesTheQueuesDefaults(t *testing.T) {
 	hour, five, minute := time.Hour, 5*time.Minute, time.Minute
 	check := func(sql string, want []row) {
 		t.Helper()
-		rows, err := b.pool.Query(b.ctx, `select kind, queue, max_attempts, timeout from (`+sql+`) j order by id`)
+		rows, err := b.Pool.Query(b.Ctx, `select kind, queue, max_attempts, timeout from (`+sql+`) j order by id`)
 		require.NoError(t, err)
 		got, err := pgx.CollectRows(rows, pgx.RowToStructByName[row])
 		require.NoError(t, err)
@@ -165,7 +166,7 @@ func TestEnqueueBatchTakesTheQueuesDefaults(t *testing.T) {
 		[]row{{"a", "slow", 3, &five}, {"b", "forever", 25, nil}, {"c", "new", 25, &hour}, {"d", "default", 25, &hour},
 			{"e", "slow", 3, &five}})
 	// The Go client: NoTimeout, an explicit timeout and the queue's.
-	jobs, err := pgrun.EnqueueMany(b.ctx, b.pool, []pgrun.JobSpec{
+	jobs, err := pgrun.EnqueueMany(b.Ctx, b.Pool, []pgrun.JobSpec{
 		{Kind: "a", Queue: "slow", Timeout: pgrun.NoTimeout}, {Kind: "b", Queue: "slow", Timeout: time.Minute},
 		{Kind: "c", Queue: "slow"}, {Kind: "d", Timeout: time.Nanosecond}})
 	require.NoError(t, err)
@@ -182,7 +183,7 @@ func TestEnqueueBatchTakesTheQueuesDefaults(t *testing.T) {
 	}
 	// The new queue is registered, and each queue was woken (the statement trigger).
 	var queues []string
-	rows, err := b.pool.Query(b.ctx, `select name from pgrun.queues order by name`)
+	rows, err := b.Pool.Query(b.Ctx, `select name from pgrun.queues order by name`)
 	require.NoError(t, err)
 	queues, err = pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
@@ -192,21 +193,21 @@ func TestEnqueueBatchTakesTheQueuesDefaults(t *testing.T) {
 // A pgrun_enqueuer enqueues with enqueue_batch and EnqueueMany; it cannot attach a
 // job to a parent through them, and the arrays carry no engine-owned column.
 func TestEnqueueBatchAsEnqueuer(t *testing.T) {
-	b := setup(t)
-	p := asRole(t, b, "pgrun_enqueuer")
-	allowed(t, b, p, `select pgrun.enqueue_batch(array['noop', 'echo'], queues => array['roles', null],
+	b := testkit.Setup(t)
+	p := testkit.AsRole(t, b, "pgrun_enqueuer")
+	testkit.Allowed(t, b, p, `select pgrun.enqueue_batch(array['noop', 'echo'], queues => array['roles', null],
 		args => array['{"w": 1}', null]::jsonb[], unique_keys => array['k1', null])`)
-	jobs, err := pgrun.EnqueueMany(b.ctx, p, []pgrun.JobSpec{{Kind: "noop", Queue: "roles", UniqueKey: "k1"}, {Kind: "noop"}})
+	jobs, err := pgrun.EnqueueMany(b.Ctx, p, []pgrun.JobSpec{{Kind: "noop", Queue: "roles", UniqueKey: "k1"}, {Kind: "noop"}})
 	require.NoError(t, err)
 	require.Len(t, jobs, 2)
 	require.Equal(t, pgrun.StatusQueued, jobs[1].Status)
 
 	c := runningJob(t, b, "w1")
-	denied(t, b, p, `select pgrun.enqueue_batch(array['noop'], parent_ids => array[$1::bigint])`, c.id)
-	_, err = pgrun.EnqueueMany(b.ctx, p, []pgrun.JobSpec{{Kind: "noop"}, {Kind: "noop", ParentID: c.id}})
-	require.Equal(t, "42501", sqlState(err), "%v", err)
+	testkit.Denied(t, b, p, `select pgrun.enqueue_batch(array['noop'], parent_ids => array[$1::bigint])`, c.ID)
+	_, err = pgrun.EnqueueMany(b.Ctx, p, []pgrun.JobSpec{{Kind: "noop"}, {Kind: "noop", ParentID: c.ID}})
+	require.Equal(t, "42501", testkit.SQLState(err), "%v", err)
 	// The owner (the engine) may: defer_job attaches children this way.
-	_, err = b.pool.Exec(b.ctx, `select pgrun.enqueue_batch(array['child'], parent_ids => array[$1::bigint])`, c.id)
+	_, err = b.Pool.Exec(b.Ctx, `select pgrun.enqueue_batch(array['child'], parent_ids => array[$1::bigint])`, c.ID)
 	require.NoError(t, err)
 }
 
@@ -214,9 +215,9 @@ func TestEnqueueBatchAsEnqueuer(t *testing.T) {
 // would change nothing: a complete row with a bad value, or with an engine-owned
 // value, still reaches it, whoever inserts it.
 func TestCompleteRowsStillMeetTheInsertTrigger(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	var maxJSON, maxKey int
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select pgrun.max_json_bytes(), pgrun.max_key_bytes()`).Scan(&maxJSON, &maxKey))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select pgrun.max_json_bytes(), pgrun.max_key_bytes()`).Scan(&maxJSON, &maxKey))
 	complete := func(column, value string) string {
 		cols := map[string]string{"kind": "'noop'", "queue": "'default'", "args": "'{}'", "priority": "0",
 			"run_at": "now()", "max_attempts": "25", "timeout": "'1 hour'", "meta": "'{}'",
@@ -230,11 +231,11 @@ func TestCompleteRowsStillMeetTheInsertTrigger(t *testing.T) {
 		}
 		return fmt.Sprintf(`insert into pgrun.jobs (%s) values (%s)`, strings.Join(names, ", "), strings.Join(values, ", "))
 	}
-	p := asRole(t, b, "pgrun_enqueuer")
+	p := testkit.AsRole(t, b, "pgrun_enqueuer")
 	for _, db := range []struct {
 		name string
-		db   kitDB
-	}{{"owner", b.pool}, {"enqueuer", p}} {
+		db   testkit.Querier
+	}{{"owner", b.Pool}, {"enqueuer", p}} {
 		for _, c := range []struct{ column, value, names string }{
 			{"kind", "'Bad kind'", "'Bad kind'"},
 			{"kind", "'k' || repeat('x', 128)", "xxxx"},
@@ -256,9 +257,9 @@ func TestCompleteRowsStillMeetTheInsertTrigger(t *testing.T) {
 			})
 		}
 		// The limits themselves pass.
-		_, err := db.db.Exec(b.ctx, complete("unique_key", fmt.Sprintf("repeat('k', %d)", maxKey)))
+		_, err := db.db.Exec(b.Ctx, complete("unique_key", fmt.Sprintf("repeat('k', %d)", maxKey)))
 		require.NoError(t, err)
-		_, err = b.pool.Exec(b.ctx, `delete from pgrun.jobs`)
+		_, err = b.Pool.Exec(b.Ctx, `delete from pgrun.jobs`)
 		require.NoError(t, err)
 	}
 
@@ -266,9 +267,9 @@ func TestCompleteRowsStillMeetTheInsertTrigger(t *testing.T) {
 	// the trigger, not stored as given.
 	var attempt, failures int
 	var claimedBy, result *string
-	require.NoError(t, b.pool.QueryRow(b.ctx, complete("", "")+` returning attempt, failures, claimed_by, result::text`).Scan(
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, complete("", "")+` returning attempt, failures, claimed_by, result::text`).Scan(
 		&attempt, &failures, &claimedBy, &result))
-	require.NoError(t, b.pool.QueryRow(b.ctx, `insert into pgrun.jobs (kind, queue, args, priority, run_at, max_attempts,
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `insert into pgrun.jobs (kind, queue, args, priority, run_at, max_attempts,
 		timeout, meta, attempt, failures, claimed_by, result) values ('noop', 'default', '{}', 0, now(), 25, '1 hour', '{}',
 		5, 2, 'forged', '{"done": true}') returning attempt, failures, claimed_by, result::text`).Scan(
 		&attempt, &failures, &claimedBy, &result))
@@ -279,7 +280,7 @@ func TestCompleteRowsStillMeetTheInsertTrigger(t *testing.T) {
 	// An enqueuer's is refused.
 	for _, col := range []string{"attempt", "claimed_by", "status", "dispatched_at"} {
 		val := map[string]string{"attempt": "3", "claimed_by": "'w'", "status": "'running'", "dispatched_at": "now()"}[col]
-		denied(t, b, p, fmt.Sprintf(`insert into pgrun.jobs (kind, queue, args, priority, run_at, max_attempts, timeout,
+		testkit.Denied(t, b, p, fmt.Sprintf(`insert into pgrun.jobs (kind, queue, args, priority, run_at, max_attempts, timeout,
 			meta, %s) values ('noop', 'default', '{}', 0, now(), 25, '1 hour', '{}', %s)`, col, val))
 	}
 }
@@ -289,9 +290,9 @@ func TestCompleteRowsStillMeetTheInsertTrigger(t *testing.T) {
 // returned.
 func TestEnqueueBatchInTheTenantMode(t *testing.T) {
 	k := newTenantKit(t)
-	acme, err := pgrun.EnqueueMany(k.ctx, k.acme, []pgrun.JobSpec{{Kind: "noop", UniqueKey: "k"}, {Kind: "noop"}})
+	acme, err := pgrun.EnqueueMany(k.Ctx, k.acme, []pgrun.JobSpec{{Kind: "noop", UniqueKey: "k"}, {Kind: "noop"}})
 	require.NoError(t, err)
-	globex, err := pgrun.EnqueueMany(k.ctx, k.globex, []pgrun.JobSpec{{Kind: "noop", UniqueKey: "k"}, {Kind: "noop", UniqueKey: "k"}})
+	globex, err := pgrun.EnqueueMany(k.Ctx, k.globex, []pgrun.JobSpec{{Kind: "noop", UniqueKey: "k"}, {Kind: "noop", UniqueKey: "k"}})
 	require.NoError(t, err)
 	require.Len(t, acme, 2)
 	require.Len(t, globex, 2, "one job per spec")
@@ -307,7 +308,7 @@ func TestEnqueueBatchInTheTenantMode(t *testing.T) {
 	require.NotNil(t, acmeKeyed)
 	require.Equal(t, "globex", *globex[0].Tenant)
 	require.NotEqual(t, acmeKeyed.ID, globex[0].ID, "unique keys are per tenant")
-	again, err := pgrun.EnqueueMany(k.ctx, k.acme, []pgrun.JobSpec{{Kind: "noop", UniqueKey: "k"}})
+	again, err := pgrun.EnqueueMany(k.Ctx, k.acme, []pgrun.JobSpec{{Kind: "noop", UniqueKey: "k"}})
 	require.NoError(t, err)
 	require.Len(t, again, 1)
 	require.Equal(t, acmeKeyed.ID, again[0].ID, "the tenant's own holder")

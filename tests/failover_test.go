@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/testkit"
 	"github.com/pgrun/pgrun/runner"
 )
 
@@ -69,7 +70,7 @@ func TestFailover(t *testing.T) {
 	require.NoError(t, pgrun.Migrate(ctx, admin))
 
 	rec := newRunRecorder()
-	var logs syncBuffer
+	var logs testkit.Buffer
 	var runners []*runner.Runner
 	for i := range 2 {
 		pool := failoverPool(t, ctx, url, map[string]string{"synchronous_commit": "local"})
@@ -81,14 +82,14 @@ func TestFailover(t *testing.T) {
 			ShutdownGrace:     time.Second,
 		})
 		require.NoError(t, err)
-		handle(t, r, "work", rec.handler)
-		startRunner(t, r)
+		testkit.Handle(t, r, "work", rec.handler)
+		testkit.StartRunner(t, r)
 		runners = append(runners, r)
 	}
 
 	enq := &enqueuer{pool: failoverPool(t, ctx, url, nil)}
 	enq.start(ctx, 40, 200, 1500) // 40 jobs a second of 0.2 to 1.5 s
-	eventually(t, 30*time.Second, "jobs to finish on the primary", func() bool { return rec.finishedCount() > 50 })
+	testkit.Eventually(t, 30*time.Second, "jobs to finish on the primary", func() bool { return rec.finishedCount() > 50 })
 
 	// 1. The primary crashes; the standby is promoted at once.
 	primary.stop("immediate")
@@ -106,7 +107,7 @@ func TestFailover(t *testing.T) {
 	for range 40 {
 		enq.enqueueOne(ctx, 3000+rand.Int64N(27000)) // 3 to 30 s: they finish during the outage
 	}
-	eventually(t, 30*time.Second, "the long jobs to run", func() bool { return rec.runningCount() >= 40 })
+	testkit.Eventually(t, 30*time.Second, "the long jobs to run", func() bool { return rec.runningCount() >= 40 })
 	enq.start(ctx, 20, 200, 1500)
 	time.Sleep(time.Second) // some short jobs in flight when the server goes
 	down := time.Now()
@@ -122,7 +123,7 @@ func TestFailover(t *testing.T) {
 
 	// Every acknowledged job finishes, once the runners have caught up.
 	acked := enq.ackedIDs()
-	eventually(t, 90*time.Second, "every acknowledged job to succeed", func() bool {
+	testkit.Eventually(t, 90*time.Second, "every acknowledged job to succeed", func() bool {
 		var n int
 		require.NoError(t, admin.QueryRow(ctx, `select count(*) from pgrun.jobs where id = any($1) and status = 'succeeded'`, acked).Scan(&n))
 		return n == len(acked)
@@ -571,24 +572,6 @@ func failoverLogger(w io.Writer) *slog.Logger {
 		w = io.MultiWriter(w, os.Stderr)
 	}
 	return slog.New(slog.NewTextHandler(w, nil))
-}
-
-// syncBuffer is a log destination the runners share.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func tail(s string, n int) string {

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pgrun/pgrun/internal/testkit"
 	"github.com/stretchr/testify/require"
 )
 
@@ -39,14 +40,14 @@ type kitBadInput struct {
 // finished a moment ago. set_queue rejects a non-positive retention with 22023
 // (check_positive_interval); maintain() should do the same for both intervals.
 func TestMoreBadInputIsRejectedAndWritesNothing(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	// A running job (id 1) and a job that has just succeeded (id 2), so that
 	// transitions and maintain() have something real to change if they wrongly would.
-	_, err := b.pool.Exec(b.ctx, `select pgrun.enqueue_jobs('[{"kind": "noop"}, {"kind": "noop", "queue": "done"}]')`)
+	_, err := b.Pool.Exec(b.Ctx, `select pgrun.enqueue_jobs('[{"kind": "noop"}, {"kind": "noop", "queue": "done"}]')`)
 	require.NoError(t, err)
-	kitClaimN(t, b.pool, "default", "w", 1, "1 hour")
-	done := kitClaimN(t, b.pool, "done", "w", 1, "1 hour")
-	_, err = b.pool.Exec(b.ctx, `select pgrun.complete_jobs(array[$1::bigint], array[$2::int])`, done[0].id, done[0].attempt)
+	testkit.ClaimN(t, b.Pool, "default", "w", 1, "1 hour")
+	done := testkit.ClaimN(t, b.Pool, "done", "w", 1, "1 hour")
+	_, err = b.Pool.Exec(b.Ctx, `select pgrun.complete_jobs(array[$1::bigint], array[$2::int])`, done[0].ID, done[0].Attempt)
 	require.NoError(t, err)
 
 	cases := []kitBadInput{
@@ -102,18 +103,18 @@ func TestMoreBadInputIsRejectedAndWritesNothing(t *testing.T) {
 			if c.bug != "" {
 				t.Logf("BUG: known to fail (%s); see the comment on TestMoreBadInputIsRejectedAndWritesNothing", c.bug)
 			}
-			before, running := kitCounts(t, b.pool), kitSnap(t, b.pool, 1)
-			_, err := b.pool.Exec(b.ctx, c.sql)
+			before, running := testkit.Counts(t, b.Pool), testkit.Snap(t, b.Pool, 1)
+			_, err := b.Pool.Exec(b.Ctx, c.sql)
 			if err == nil {
-				after := kitCounts(t, b.pool)
+				after := testkit.Counts(t, b.Pool)
 				t.Fatalf("%s was accepted (tables before %v, after %v)", c.sql, before, after)
 			}
-			pe := kitPgError(t, err, c.sql)
+			pe := testkit.PgError(t, err, c.sql)
 			require.Equal(t, c.code, pe.Code, "%s: %s", c.sql, pe.Message)
 			require.Contains(t, pe.Message, c.names, "%s: the message names the bad value", c.sql)
 			require.NotEmpty(t, strings.TrimSpace(pe.Hint), "%s: a HINT says what to do", c.sql)
-			require.Equal(t, before, kitCounts(t, b.pool), "%s wrote something", c.sql)
-			require.Equal(t, running, kitSnap(t, b.pool, 1), "%s changed the running job", c.sql)
+			require.Equal(t, before, testkit.Counts(t, b.Pool), "%s wrote something", c.sql)
+			require.Equal(t, running, testkit.Snap(t, b.Pool, 1), "%s changed the running job", c.sql)
 		})
 	}
 }
@@ -122,10 +123,10 @@ func TestMoreBadInputIsRejectedAndWritesNothing(t *testing.T) {
 // default ('default'), as the BEFORE INSERT trigger does for a plain INSERT. (NULL is
 // therefore not a bad queue name for enqueue functions, unlike for claim_jobs.)
 func TestNullQueueMeansTheDefaultQueue(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	var queue string
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select queue from pgrun.enqueue_job('noop', queue => null)`).Scan(&queue))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select queue from pgrun.enqueue_job('noop', queue => null)`).Scan(&queue))
 	require.Equal(t, "default", queue)
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select queue from pgrun.enqueue_jobs('[{"kind": "noop", "queue": null}]')`).Scan(&queue))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select queue from pgrun.enqueue_jobs('[{"kind": "noop", "queue": null}]')`).Scan(&queue))
 	require.Equal(t, "default", queue)
 }

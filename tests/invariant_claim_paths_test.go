@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/pgrun/pgrun/internal/testkit"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 )
@@ -30,7 +31,7 @@ type kitBurn struct {
 // run claims batches of 50 and completes each batch in the claim's transaction until
 // nothing is queued. It returns how often each id was claimed in a committed
 // transaction.
-func (k kitBurn) run(t *testing.T, b *bundle) map[int64]int {
+func (k kitBurn) run(t *testing.T, b *testkit.DB) map[int64]int {
 	t.Helper()
 	var mu sync.Mutex
 	claims := map[int64]int{}
@@ -43,13 +44,13 @@ func (k kitBurn) run(t *testing.T, b *bundle) map[int64]int {
 				models = k.models[w%len(k.models)]
 			}
 			for round := 1; ; round++ {
-				tx, err := b.pool.Begin(b.ctx)
+				tx, err := b.Pool.Begin(b.Ctx)
 				if err != nil {
 					return err
 				}
-				rows, err := tx.Query(b.ctx, `select id, attempt from pgrun.claim_jobs($1, $2, 50, null, $3)`, k.queue, worker, models)
+				rows, err := tx.Query(b.Ctx, `select id, attempt from pgrun.claim_jobs($1, $2, 50, null, $3)`, k.queue, worker, models)
 				if err != nil {
-					_ = tx.Rollback(b.ctx)
+					_ = tx.Rollback(b.Ctx)
 					return err
 				}
 				var ids []int64
@@ -60,16 +61,16 @@ func (k kitBurn) run(t *testing.T, b *bundle) map[int64]int {
 					ids, attempts = append(ids, id), append(attempts, attempt)
 					return nil
 				}); err != nil {
-					_ = tx.Rollback(b.ctx)
+					_ = tx.Rollback(b.Ctx)
 					return err
 				}
 				if len(ids) == 0 {
-					_ = tx.Rollback(b.ctx)
+					_ = tx.Rollback(b.Ctx)
 					// Read the flag before counting: once it is off, every enqueue
 					// has committed and the count sees it.
 					coming := k.more != nil && k.more.Load()
 					var left int
-					if err := b.pool.QueryRow(b.ctx, `select count(*) from pgrun.jobs where queue = $1 and status = 'queued'`, k.queue).Scan(&left); err != nil {
+					if err := b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.jobs where queue = $1 and status = 'queued'`, k.queue).Scan(&left); err != nil {
 						return err
 					}
 					if left == 0 && !coming {
@@ -78,21 +79,21 @@ func (k kitBurn) run(t *testing.T, b *bundle) map[int64]int {
 					continue
 				}
 				if k.rollbackEvery > 0 && round%k.rollbackEvery == 0 {
-					if err := tx.Rollback(b.ctx); err != nil {
+					if err := tx.Rollback(b.Ctx); err != nil {
 						return err
 					}
 					continue
 				}
 				var done int
-				if err := tx.QueryRow(b.ctx, `select count(*) from pgrun.complete_jobs($1, $2)`, ids, attempts).Scan(&done); err != nil {
-					_ = tx.Rollback(b.ctx)
+				if err := tx.QueryRow(b.Ctx, `select count(*) from pgrun.complete_jobs($1, $2)`, ids, attempts).Scan(&done); err != nil {
+					_ = tx.Rollback(b.Ctx)
 					return err
 				}
 				if done != len(ids) {
-					_ = tx.Rollback(b.ctx)
+					_ = tx.Rollback(b.Ctx)
 					return fmt.Errorf("%s completed %d of the %d jobs it had just claimed", worker, done, len(ids))
 				}
-				if err := tx.Commit(b.ctx); err != nil {
+				if err := tx.Commit(b.Ctx); err != nil {
 					return err
 				}
 				mu.Lock()
@@ -109,14 +110,14 @@ func (k kitBurn) run(t *testing.T, b *bundle) map[int64]int {
 
 // requireEachOnce checks that every job of queue was claimed exactly once, succeeded,
 // and did so on its first attempt.
-func requireEachOnce(t *testing.T, b *bundle, queue string, jobs int, claims map[int64]int) {
+func requireEachOnce(t *testing.T, b *testkit.DB, queue string, jobs int, claims map[int64]int) {
 	t.Helper()
 	for id, n := range claims {
 		require.Equal(t, 1, n, "job %d was claimed %d times", id, n)
 	}
 	require.Len(t, claims, jobs, "every job was claimed")
 	var total, succeeded, minAttempt, maxAttempt int
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*), count(*) filter (where status = 'succeeded'),
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*), count(*) filter (where status = 'succeeded'),
 		min(attempt), max(attempt) from pgrun.jobs where queue = $1`, queue).Scan(&total, &succeeded, &minAttempt, &maxAttempt))
 	require.Equal(t, jobs, total)
 	require.Equal(t, jobs, succeeded)
@@ -124,12 +125,12 @@ func requireEachOnce(t *testing.T, b *bundle, queue string, jobs int, claims map
 	require.Equal(t, 1, maxAttempt, "no job needed a second claim")
 }
 
-func kitEnqueueSpecs(t *testing.T, b *bundle, specs []map[string]any) {
+func kitEnqueueSpecs(t *testing.T, b *testkit.DB, specs []map[string]any) {
 	t.Helper()
 	for start := 0; start < len(specs); start += 5000 {
 		raw, err := json.Marshal(specs[start:min(start+5000, len(specs))])
 		require.NoError(t, err)
-		_, err = b.pool.Exec(b.ctx, `select count(*) from pgrun.enqueue_jobs($1::jsonb)`, raw)
+		_, err = b.Pool.Exec(b.Ctx, `select count(*) from pgrun.enqueue_jobs($1::jsonb)`, raw)
 		require.NoError(t, err)
 	}
 }
@@ -170,8 +171,8 @@ func TestEveryClaimPathHandsEachJobOutOnce(t *testing.T) {
 	}
 	for _, p := range paths {
 		t.Run(p.name, func(t *testing.T) {
-			b := setup(t)
-			_, err := b.pool.Exec(b.ctx, p.policy)
+			b := testkit.Setup(t)
+			_, err := b.Pool.Exec(b.Ctx, p.policy)
 			require.NoError(t, err)
 			specs := make([]map[string]any, jobs)
 			for i := range specs {
@@ -189,7 +190,7 @@ func TestEveryClaimPathHandsEachJobOutOnce(t *testing.T) {
 // claim leaves its jobs queued with their attempt untouched, and every job is still
 // claimed exactly once by a transaction that committed.
 func TestRolledBackClaimsLeaveNoTraceWhileJobsArrive(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	batches, perBatch := 10, 400
 	if testing.Short() {
 		batches = 4
@@ -206,7 +207,7 @@ func TestRolledBackClaimsLeaveNoTraceWhileJobsArrive(t *testing.T) {
 			}
 			raw, err := json.Marshal(specs)
 			if err == nil {
-				_, err = b.pool.Exec(context.Background(), `select count(*) from pgrun.enqueue_jobs($1::jsonb)`, raw)
+				_, err = b.Pool.Exec(context.Background(), `select count(*) from pgrun.enqueue_jobs($1::jsonb)`, raw)
 			}
 			if err != nil {
 				enqueued <- err

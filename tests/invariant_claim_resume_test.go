@@ -8,14 +8,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/testkit"
 	"github.com/pgrun/pgrun/runner"
 )
 
 // resumeClaim claims n jobs of queue after key (priority, run_at, id) and returns
 // their ids in claim order.
-func resumeClaim(t *testing.T, b *bundle, queue string, n int, p int16, runAt time.Time, id int64) []int64 {
+func resumeClaim(t *testing.T, b *testkit.DB, queue string, n int, p int16, runAt time.Time, id int64) []int64 {
 	t.Helper()
-	rows, err := b.pool.Query(b.ctx, `select id from pgrun.claim_jobs($1, 'w1', $2,
+	rows, err := b.Pool.Query(b.Ctx, `select id from pgrun.claim_jobs($1, 'w1', $2,
 		after_priority => $3, after_run_at => $4, after_id => $5) order by priority, run_at, id`, queue, n, p, runAt, id)
 	require.NoError(t, err)
 	var ids []int64
@@ -32,69 +33,69 @@ func resumeClaim(t *testing.T, b *bundle, queue string, n int, p int16, runAt ti
 // first, then what sorts after the key; it never re-takes what sorts before the key
 // within the key's priority (those are found by a claim without a key).
 func TestClaimResumesAfterKey(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	var backlog []*pgrun.Job
 	for range 6 {
-		j, err := pgrun.Enqueue(b.ctx, b.pool, "noop", nil, pgrun.Queue("resume"), pgrun.Priority(1))
+		j, err := pgrun.Enqueue(b.Ctx, b.Pool, "noop", nil, pgrun.Queue("resume"), pgrun.Priority(1))
 		require.NoError(t, err)
 		backlog = append(backlog, j)
 	}
-	first := kitClaimN(t, b.pool, "resume", "w1", 2, "30 seconds")
-	require.Equal(t, []int64{backlog[0].ID, backlog[1].ID}, []int64{first[0].id, first[1].id})
+	first := testkit.ClaimN(t, b.Pool, "resume", "w1", 2, "30 seconds")
+	require.Equal(t, []int64{backlog[0].ID, backlog[1].ID}, []int64{first[0].ID, first[1].ID})
 	key := backlog[1]
 
-	urgent, err := pgrun.Enqueue(b.ctx, b.pool, "noop", nil, pgrun.Queue("resume"), pgrun.Priority(0))
+	urgent, err := pgrun.Enqueue(b.Ctx, b.Pool, "noop", nil, pgrun.Queue("resume"), pgrun.Priority(0))
 	require.NoError(t, err)
-	early, err := pgrun.Enqueue(b.ctx, b.pool, "noop", nil, pgrun.Queue("resume"), pgrun.Priority(1),
+	early, err := pgrun.Enqueue(b.Ctx, b.Pool, "noop", nil, pgrun.Queue("resume"), pgrun.Priority(1),
 		pgrun.RunAt(key.RunAt.Add(-time.Minute)))
 	require.NoError(t, err)
 
 	got := resumeClaim(t, b, "resume", 3, key.Priority, key.RunAt, key.ID)
 	require.Equal(t, []int64{urgent.ID, backlog[2].ID, backlog[3].ID}, got,
 		"the more urgent job first, then the backlog after the key")
-	require.Equal(t, pgrun.StatusQueued, jobStatus(t, b, early.ID), "below the key: left for a claim from the start")
+	require.Equal(t, pgrun.StatusQueued, testkit.JobStatus(t, b, early.ID), "below the key: left for a claim from the start")
 
-	require.Len(t, kitClaimN(t, b.pool, "resume", "w1", 1, "30 seconds"), 1)
-	require.Equal(t, pgrun.StatusRunning, jobStatus(t, b, early.ID), "a claim from the start finds it first")
+	require.Len(t, testkit.ClaimN(t, b.Pool, "resume", "w1", 1, "30 seconds"), 1)
+	require.Equal(t, pgrun.StatusRunning, testkit.JobStatus(t, b, early.ID), "a claim from the start finds it first")
 
-	_, err = b.pool.Exec(b.ctx, `select pgrun.claim_jobs('resume', 'w1', 1, after_id => 5)`)
-	require.Equal(t, "22023", sqlState(err), "a partial key is refused: %v", err)
+	_, err = b.Pool.Exec(b.Ctx, `select pgrun.claim_jobs('resume', 'w1', 1, after_id => 5)`)
+	require.Equal(t, "22023", testkit.SQLState(err), "a partial key is refused: %v", err)
 }
 
 // The runner resumes its claims after the last key it claimed, and a notification
 // naming a lower key makes it scan from the start: a job enqueued while a backlog
 // burns down, sorting before the runner's key, starts before the backlog is done.
 func TestRunnerFindsJobsEnqueuedBelowItsKey(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	specs := make([]pgrun.JobSpec, 5000)
 	for i := range specs {
 		specs[i] = pgrun.JobSpec{Kind: "slowish", Queue: "resume", Priority: 1}
 	}
-	_, err := pgrun.EnqueueMany(b.ctx, b.pool, specs)
+	_, err := pgrun.EnqueueMany(b.Ctx, b.Pool, specs)
 	require.NoError(t, err)
 
-	r := newRunner(b.pool, runner.Config{Queues: map[string]runner.QueueConfig{"resume": {Workers: 4}},
+	r := testkit.NewRunner(b.Pool, runner.Config{Queues: map[string]runner.QueueConfig{"resume": {Workers: 4}},
 		PollInterval: time.Hour}) // no poll: only the notification can bring the runner back
-	handle(t, r, "slowish", func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
+	testkit.Handle(t, r, "slowish", func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
 		// A little work per job, so that the backlog lasts a while.
 		deadline := time.Now().Add(time.Millisecond)
 		for time.Now().Before(deadline) {
 		}
 		return nil, nil
 	})
-	startRunner(t, r)
-	eventually(t, 30*time.Second, "the runner to be into the backlog", func() bool {
-		return countStatus(t, b, pgrun.StatusSucceeded) >= 100
+	testkit.StartRunner(t, r)
+	testkit.Eventually(t, 30*time.Second, "the runner to be into the backlog", func() bool {
+		return testkit.CountStatus(t, b, pgrun.StatusSucceeded) >= 100
 	})
 	// Sorts before everything left: the same priority, a run_at an hour ago.
-	early, err := pgrun.Enqueue(b.ctx, b.pool, "slowish", nil, pgrun.Queue("resume"), pgrun.Priority(1),
+	early, err := pgrun.Enqueue(b.Ctx, b.Pool, "slowish", nil, pgrun.Queue("resume"), pgrun.Priority(1),
 		pgrun.RunAt(time.Now().Add(-time.Hour)))
 	require.NoError(t, err)
-	eventually(t, 30*time.Second, "the early job to finish", func() bool {
-		return jobStatus(t, b, early.ID) == pgrun.StatusSucceeded
+	testkit.Eventually(t, 30*time.Second, "the early job to finish", func() bool {
+		return testkit.JobStatus(t, b, early.ID) == pgrun.StatusSucceeded
 	})
 	var queuedWhenItStarted int
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from pgrun.jobs b, pgrun.jobs e
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.jobs b, pgrun.jobs e
 		where e.id = $1 and b.queue = 'resume' and b.id <> e.id and b.started_at > e.started_at`, early.ID).Scan(&queuedWhenItStarted))
 	require.Greater(t, queuedWhenItStarted, 0, "the early job waited for the whole backlog")
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/testkit"
 )
 
 // genNode is one node of a random graph and what it will do.
@@ -98,7 +99,7 @@ func expect(nodes []genNode) (want map[string]pgrun.JobStatus, ok bool) {
 // runs at most once, never before its dependencies are done, and the run ends as the
 // graph implies.
 func TestRandomDAGsEndAsTheGraphImplies(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	graphs := 40
 	if testing.Short() {
 		graphs = 10
@@ -112,19 +113,19 @@ func TestRandomDAGsEndAsTheGraphImplies(t *testing.T) {
 		}
 		spec, _ := json.Marshal(map[string]any{"nodes": specNodes})
 		name := fmt.Sprintf("g%d", gi)
-		defineWorkflow(t, b, name, string(spec))
-		run, err := pgrun.StartRun(b.ctx, b.pool, name, nil, "")
+		testkit.DefineWorkflow(t, b, name, string(spec))
+		run, err := pgrun.StartRun(b.Ctx, b.Pool, name, nil, "")
 		require.NoError(t, err)
-		drive(t, b, func(c claimed) outcome {
+		testkit.Drive(t, b, func(c testkit.Claimed) testkit.Outcome {
 			if c.Kind == "doomed" {
-				return outcome{fail: "doomed " + *c.Node, permanent: true}
+				return testkit.Outcome{Fail: "doomed " + *c.Node, Permanent: true}
 			}
-			return outcome{result: *c.Node}
+			return testkit.Outcome{Result: *c.Node}
 		})
 
-		r, err := pgrun.GetRun(b.ctx, b.pool, run.ID)
+		r, err := pgrun.GetRun(b.Ctx, b.Pool, run.ID)
 		require.NoError(t, err)
-		got := nodeStates(t, b, run.ID)
+		got := testkit.NodeStates(t, b, run.ID)
 		want, ok := expect(nodes)
 		msg := fmt.Sprintf("graph %d: %s", gi, spec)
 		if ok {
@@ -139,7 +140,7 @@ func TestRandomDAGsEndAsTheGraphImplies(t *testing.T) {
 
 		// Never before its dependencies, and at most once.
 		var bad []string
-		require.NoError(t, b.pool.QueryRow(b.ctx, `
+		require.NoError(t, b.Pool.QueryRow(b.Ctx, `
 			select coalesce(array_agg(distinct j.node), '{}') from pgrun.jobs j
 			join pgrun.runs r on r.id = j.run_id
 			join pgrun.workflows w on w.name = r.workflow and w.version = r.version
@@ -150,7 +151,7 @@ func TestRandomDAGsEndAsTheGraphImplies(t *testing.T) {
 			  and (dj.finished_at is null or dj.finished_at > j.started_at)`, run.ID).Scan(&bad))
 		require.Empty(t, bad, "%s: nodes started before their deps finished", msg)
 		var maxAttempt int
-		require.NoError(t, b.pool.QueryRow(b.ctx, `select coalesce(max(attempt), 0) from pgrun.jobs where run_id = $1`, run.ID).Scan(&maxAttempt))
+		require.NoError(t, b.Pool.QueryRow(b.Ctx, `select coalesce(max(attempt), 0) from pgrun.jobs where run_id = $1`, run.ID).Scan(&maxAttempt))
 		require.LessOrEqual(t, maxAttempt, 1, msg)
 	}
 }

@@ -10,17 +10,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/testkit"
 )
 
 // dagClaim claims the one due job of queue and returns it; it fails the test if there
 // is none. Nodes that must be driven one by one sit in queues of their own.
-func dagClaim(t *testing.T, b *bundle, queue string) claimed {
+func dagClaim(t *testing.T, b *testkit.DB, queue string) testkit.Claimed {
 	t.Helper()
 	var raw []byte
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select coalesce(jsonb_agg(jsonb_build_object(
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select coalesce(jsonb_agg(jsonb_build_object(
 		'id', id, 'attempt', attempt, 'kind', kind, 'node', node, 'parent_id', parent_id, 'args', args)), '[]')
 		from pgrun.claim_jobs($1, 'dag-test', 1)`, queue).Scan(&raw))
-	var got []claimed
+	var got []testkit.Claimed
 	require.NoError(t, json.Unmarshal(raw, &got))
 	require.Lenf(t, got, 1, "one job due in queue %s", queue)
 	return got[0]
@@ -35,25 +36,25 @@ type dagNode struct {
 	Cause         *string
 }
 
-func dagNodeOf(t *testing.T, b *bundle, runID int64, node string) dagNode {
+func dagNodeOf(t *testing.T, b *testkit.DB, runID int64, node string) dagNode {
 	t.Helper()
 	var n dagNode
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select id, status::text, deps_remaining, error ->> 'class', error ->> 'cause'
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select id, status::text, deps_remaining, error ->> 'class', error ->> 'cause'
 		from pgrun.jobs where run_id = $1 and node = $2 and parent_id is null`, runID, node).
 		Scan(&n.ID, &n.Status, &n.DepsRemaining, &n.ErrorClass, &n.Cause))
 	return n
 }
 
-func dagRun(t *testing.T, b *bundle, runID int64) *pgrun.Run {
+func dagRun(t *testing.T, b *testkit.DB, runID int64) *pgrun.Run {
 	t.Helper()
-	r, err := pgrun.GetRun(b.ctx, b.pool, runID)
+	r, err := pgrun.GetRun(b.Ctx, b.Pool, runID)
 	require.NoError(t, err)
 	return r
 }
 
-func retryJob(t *testing.T, b *bundle, id int64) {
+func retryJob(t *testing.T, b *testkit.DB, id int64) {
 	t.Helper()
-	_, err := b.pool.Exec(b.ctx, `select pgrun.retry_job($1)`, id)
+	_, err := b.Pool.Exec(b.Ctx, `select pgrun.retry_job($1)`, id)
 	require.NoError(t, err)
 }
 
@@ -65,17 +66,17 @@ func retryJob(t *testing.T, b *bundle, id int64) {
 // dependents stayed skipped, and the redriven node's own success was never dispatched
 // (its dispatched_at was still set from its failure).
 func TestDAGRedriveOfTheFailedNodeResumesTheRun(t *testing.T) {
-	b := setup(t)
-	defineWorkflow(t, b, "chain", `{"nodes": [
+	b := testkit.Setup(t)
+	testkit.DefineWorkflow(t, b, "chain", `{"nodes": [
 	  {"name": "a", "kind": "work"},
 	  {"name": "b", "kind": "work", "deps": ["a"], "args": {"from_a": {"$from": "a.output"}}},
 	  {"name": "c", "kind": "work", "deps": ["b"], "args": {"from_b": {"$from": "b.output"}}}
 	]}`)
-	run, err := pgrun.StartRun(b.ctx, b.pool, "chain", nil, "")
+	run, err := pgrun.StartRun(b.Ctx, b.Pool, "chain", nil, "")
 	require.NoError(t, err)
-	report(t, b, dagClaim(t, b, "default"), outcome{result: "A"})
+	testkit.Report(t, b, dagClaim(t, b, "default"), testkit.Outcome{Result: "A"})
 	bjob := dagClaim(t, b, "default")
-	report(t, b, bjob, outcome{fail: "b broke", permanent: true})
+	testkit.Report(t, b, bjob, testkit.Outcome{Fail: "b broke", Permanent: true})
 
 	r := dagRun(t, b, run.ID)
 	require.Equal(t, "failed", r.Status)
@@ -98,16 +99,16 @@ func TestDAGRedriveOfTheFailedNodeResumesTheRun(t *testing.T) {
 	again := dagClaim(t, b, "default")
 	require.Equal(t, bjob.ID, again.ID)
 	require.Equal(t, "b", *again.Node)
-	report(t, b, again, outcome{result: "B"})
+	testkit.Report(t, b, again, testkit.Outcome{Result: "B"})
 	require.Equal(t, pgrun.StatusQueued, dagNodeOf(t, b, run.ID, "c").Status, "b's success releases c")
 	cjob := dagClaim(t, b, "default")
 	require.JSONEq(t, `{"from_b": "B"}`, string(cjob.Args))
-	report(t, b, cjob, outcome{result: "C"})
+	testkit.Report(t, b, cjob, testkit.Outcome{Result: "C"})
 
 	r = dagRun(t, b, run.ID)
 	require.Equal(t, "succeeded", r.Status)
 	require.JSONEq(t, `{"c": "C"}`, string(r.Output))
-	require.Equal(t, map[string]pgrun.JobStatus{"a": "succeeded", "b": "succeeded", "c": "succeeded"}, nodeStates(t, b, run.ID))
+	require.Equal(t, map[string]pgrun.JobStatus{"a": "succeeded", "b": "succeeded", "c": "succeeded"}, testkit.NodeStates(t, b, run.ID))
 }
 
 // retry_run redrives every failed or cancelled node of a failed run, and what the
@@ -115,8 +116,8 @@ func TestDAGRedriveOfTheFailedNodeResumesTheRun(t *testing.T) {
 // as if the failure had not happened. It changes nothing on a running or succeeded
 // run, and an unknown run is P0002.
 func TestDAGRetryRunResumesEverythingTheFailureCutOff(t *testing.T) {
-	b := setup(t)
-	defineWorkflow(t, b, "split", `{"nodes": [
+	b := testkit.Setup(t)
+	testkit.DefineWorkflow(t, b, "split", `{"nodes": [
 	  {"name": "a", "kind": "work"},
 	  {"name": "b", "kind": "work", "deps": ["a"], "queue": "flaky"},
 	  {"name": "c", "kind": "work", "deps": ["b"]},
@@ -124,11 +125,11 @@ func TestDAGRetryRunResumesEverythingTheFailureCutOff(t *testing.T) {
 	  {"name": "e", "kind": "work", "deps": ["d"]},
 	  {"name": "ask", "input": true, "deps": ["a"]}
 	]}`)
-	run, err := pgrun.StartRun(b.ctx, b.pool, "split", nil, "")
+	run, err := pgrun.StartRun(b.Ctx, b.Pool, "split", nil, "")
 	require.NoError(t, err)
-	report(t, b, dagClaim(t, b, "default"), outcome{result: "A"})
+	testkit.Report(t, b, dagClaim(t, b, "default"), testkit.Outcome{Result: "A"})
 	slow := dagClaim(t, b, "slow") // d is running when the run fails
-	report(t, b, dagClaim(t, b, "flaky"), outcome{fail: "b broke", permanent: true})
+	testkit.Report(t, b, dagClaim(t, b, "flaky"), testkit.Outcome{Fail: "b broke", Permanent: true})
 
 	require.Equal(t, "failed", dagRun(t, b, run.ID).Status)
 	d := dagNodeOf(t, b, run.ID, "d")
@@ -137,57 +138,57 @@ func TestDAGRetryRunResumesEverythingTheFailureCutOff(t *testing.T) {
 	require.Equal(t, pgrun.StatusCancelled, dagNodeOf(t, b, run.ID, "ask").Status)
 
 	var got *int64
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select (pgrun.retry_run($1)).id`, run.ID).Scan(&got))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select (pgrun.retry_run($1)).id`, run.ID).Scan(&got))
 	require.NotNil(t, got)
 	require.Equal(t, "running", dagRun(t, b, run.ID).Status)
 	require.Equal(t, map[string]pgrun.JobStatus{"a": "succeeded", "b": "queued", "c": "pending", "d": "queued", "e": "pending", "ask": "waiting"},
-		nodeStates(t, b, run.ID), "an input node waits for its input again; it is not queued as a job")
+		testkit.NodeStates(t, b, run.ID), "an input node waits for its input again; it is not queued as a job")
 	// The stale worker of d's cancelled attempt cannot report for the new one.
-	report(t, b, slow, outcome{result: "stale"})
+	testkit.Report(t, b, slow, testkit.Outcome{Result: "stale"})
 	require.Equal(t, pgrun.StatusQueued, dagNodeOf(t, b, run.ID, "d").Status)
 
 	var none *int64
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select (pgrun.retry_run($1)).id`, run.ID).Scan(&none))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select (pgrun.retry_run($1)).id`, run.ID).Scan(&none))
 	require.Nil(t, none, "a running run is not redriven")
 
-	report(t, b, dagClaim(t, b, "flaky"), outcome{result: "B"})
-	report(t, b, dagClaim(t, b, "slow"), outcome{result: "D"})
-	took, err := pgrun.SubmitInput(b.ctx, b.pool, run.ID, "ask", map[string]any{"ok": true})
+	testkit.Report(t, b, dagClaim(t, b, "flaky"), testkit.Outcome{Result: "B"})
+	testkit.Report(t, b, dagClaim(t, b, "slow"), testkit.Outcome{Result: "D"})
+	took, err := pgrun.SubmitInput(b.Ctx, b.Pool, run.ID, "ask", map[string]any{"ok": true})
 	require.NoError(t, err)
 	require.True(t, took)
-	drive(t, b, func(c claimed) outcome { return outcome{result: *c.Node} })
+	testkit.Drive(t, b, func(c testkit.Claimed) testkit.Outcome { return testkit.Outcome{Result: *c.Node} })
 	r := dagRun(t, b, run.ID)
 	require.Equal(t, "succeeded", r.Status)
 	require.JSONEq(t, `{"c": "c", "e": "e", "ask": {"ok": true}}`, string(r.Output))
 
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select (pgrun.retry_run($1)).id`, run.ID).Scan(&none))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select (pgrun.retry_run($1)).id`, run.ID).Scan(&none))
 	require.Nil(t, none, "a succeeded run is not redriven")
-	_, err = b.pool.Exec(b.ctx, `select pgrun.retry_run(424242)`)
-	require.Equal(t, "P0002", sqlState(err))
+	_, err = b.Pool.Exec(b.Ctx, `select pgrun.retry_run(424242)`)
+	require.Equal(t, "P0002", testkit.SQLState(err))
 }
 
 // A cancelled run resumes with retry_run too: every node cancel_run cancelled runs
 // again, each when its dependencies are done.
 func TestDAGRetryRunResumesACancelledRun(t *testing.T) {
-	b := setup(t)
-	defineWorkflow(t, b, "chain", `{"nodes": [
+	b := testkit.Setup(t)
+	testkit.DefineWorkflow(t, b, "chain", `{"nodes": [
 	  {"name": "a", "kind": "work"},
 	  {"name": "b", "kind": "work", "deps": ["a"]},
 	  {"name": "c", "kind": "work", "deps": ["b"]}
 	]}`)
-	run, err := pgrun.StartRun(b.ctx, b.pool, "chain", nil, "")
+	run, err := pgrun.StartRun(b.Ctx, b.Pool, "chain", nil, "")
 	require.NoError(t, err)
-	report(t, b, dagClaim(t, b, "default"), outcome{result: "A"})
-	_, err = pgrun.CancelRun(b.ctx, b.pool, run.ID, "operator")
+	testkit.Report(t, b, dagClaim(t, b, "default"), testkit.Outcome{Result: "A"})
+	_, err = pgrun.CancelRun(b.Ctx, b.Pool, run.ID, "operator")
 	require.NoError(t, err)
-	require.Equal(t, map[string]pgrun.JobStatus{"a": "succeeded", "b": "cancelled", "c": "cancelled"}, nodeStates(t, b, run.ID))
+	require.Equal(t, map[string]pgrun.JobStatus{"a": "succeeded", "b": "cancelled", "c": "cancelled"}, testkit.NodeStates(t, b, run.ID))
 
-	_, err = b.pool.Exec(b.ctx, `select pgrun.retry_run($1)`, run.ID)
+	_, err = b.Pool.Exec(b.Ctx, `select pgrun.retry_run($1)`, run.ID)
 	require.NoError(t, err)
-	require.Equal(t, map[string]pgrun.JobStatus{"a": "succeeded", "b": "queued", "c": "pending"}, nodeStates(t, b, run.ID),
+	require.Equal(t, map[string]pgrun.JobStatus{"a": "succeeded", "b": "queued", "c": "pending"}, testkit.NodeStates(t, b, run.ID),
 		"c waits for b: it is not queued before its dependency is done")
 	require.Equal(t, 1, dagNodeOf(t, b, run.ID, "c").DepsRemaining)
-	drive(t, b, succeed)
+	testkit.Drive(t, b, testkit.Succeed)
 	require.Equal(t, "succeeded", dagRun(t, b, run.ID).Status)
 }
 
@@ -196,16 +197,16 @@ func TestDAGRetryRunResumesACancelledRun(t *testing.T) {
 //
 // Was a BUG (fixed): the run succeeded as soon as no node was active.
 func TestDAGRunDoesNotSucceedWhileARequiredNodeHasNotPassed(t *testing.T) {
-	b := setup(t)
-	defineWorkflow(t, b, "pair", `{"nodes": [
+	b := testkit.Setup(t)
+	testkit.DefineWorkflow(t, b, "pair", `{"nodes": [
 	  {"name": "a", "kind": "work", "queue": "qa"},
 	  {"name": "b", "kind": "work", "queue": "qb"}
 	]}`)
-	run, err := pgrun.StartRun(b.ctx, b.pool, "pair", nil, "")
+	run, err := pgrun.StartRun(b.Ctx, b.Pool, "pair", nil, "")
 	require.NoError(t, err)
 	a := dagNodeOf(t, b, run.ID, "a")
 	// An operator cancels a; the run fails and b is cancelled with it.
-	_, err = b.pool.Exec(b.ctx, `select pgrun.cancel_job($1, 'not needed')`, a.ID)
+	_, err = b.Pool.Exec(b.Ctx, `select pgrun.cancel_job($1, 'not needed')`, a.ID)
 	require.NoError(t, err)
 	require.Equal(t, "failed", dagRun(t, b, run.ID).Status)
 	bn := dagNodeOf(t, b, run.ID, "b")
@@ -215,13 +216,13 @@ func TestDAGRunDoesNotSucceedWhileARequiredNodeHasNotPassed(t *testing.T) {
 	retryJob(t, b, bn.ID)
 	require.Equal(t, "running", dagRun(t, b, run.ID).Status)
 	require.Equal(t, pgrun.StatusCancelled, dagNodeOf(t, b, run.ID, "a").Status)
-	report(t, b, dagClaim(t, b, "qb"), outcome{result: "B"})
+	testkit.Report(t, b, dagClaim(t, b, "qb"), testkit.Outcome{Result: "B"})
 	r := dagRun(t, b, run.ID)
 	require.Equal(t, "failed", r.Status, "a required node is still cancelled")
 	require.Contains(t, string(r.Error), `"node": "a"`)
 
 	retryJob(t, b, a.ID)
-	report(t, b, dagClaim(t, b, "qa"), outcome{result: "A"})
+	testkit.Report(t, b, dagClaim(t, b, "qa"), testkit.Outcome{Result: "A"})
 	r = dagRun(t, b, run.ID)
 	require.Equal(t, "succeeded", r.Status)
 	require.JSONEq(t, `{"a": "A", "b": "B"}`, string(r.Output))
@@ -233,8 +234,8 @@ func TestDAGRunDoesNotSucceedWhileARequiredNodeHasNotPassed(t *testing.T) {
 //
 // Was a BUG (fixed): only direct dependents were skipped; indirect ones were cancelled.
 func TestDAGFailureSkipsTheWholeDownstream(t *testing.T) {
-	b := setup(t)
-	defineWorkflow(t, b, "deep", `{"nodes": [
+	b := testkit.Setup(t)
+	testkit.DefineWorkflow(t, b, "deep", `{"nodes": [
 	  {"name": "root", "kind": "work"},
 	  {"name": "a", "kind": "work", "deps": ["root"], "queue": "qa"},
 	  {"name": "b", "kind": "work", "deps": ["a"]},
@@ -243,11 +244,11 @@ func TestDAGFailureSkipsTheWholeDownstream(t *testing.T) {
 	  {"name": "x", "kind": "work", "deps": ["root"], "queue": "qx"},
 	  {"name": "y", "kind": "work", "deps": ["x"]}
 	]}`)
-	run, err := pgrun.StartRun(b.ctx, b.pool, "deep", nil, "")
+	run, err := pgrun.StartRun(b.Ctx, b.Pool, "deep", nil, "")
 	require.NoError(t, err)
-	report(t, b, dagClaim(t, b, "default"), outcome{result: 1})
+	testkit.Report(t, b, dagClaim(t, b, "default"), testkit.Outcome{Result: 1})
 	dagClaim(t, b, "qx") // x keeps running
-	report(t, b, dagClaim(t, b, "qa"), outcome{fail: "a broke", permanent: true})
+	testkit.Report(t, b, dagClaim(t, b, "qa"), testkit.Outcome{Fail: "a broke", Permanent: true})
 
 	for _, node := range []string{"b", "c", "d"} {
 		n := dagNodeOf(t, b, run.ID, node)
@@ -260,27 +261,27 @@ func TestDAGFailureSkipsTheWholeDownstream(t *testing.T) {
 		require.Equal(t, "run_failed", *n.Cause, node)
 	}
 	var msg string
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select error_message from pgrun.run_status where run_id = $1 and node = 'd'`, run.ID).Scan(&msg))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select error_message from pgrun.run_status where run_id = $1 and node = 'd'`, run.ID).Scan(&msg))
 	require.Equal(t, "upstream node a ended failed", msg)
 }
 
 // Redriving a map node that failed on some children retries those children only: the
 // ones that succeeded keep their results, and the node's output is in element order.
 func TestDAGRedriveOfAMapNodeRetriesItsFailedChildren(t *testing.T) {
-	b := setup(t)
-	defineWorkflow(t, b, "fan", `{"nodes": [
+	b := testkit.Setup(t)
+	testkit.DefineWorkflow(t, b, "fan", `{"nodes": [
 	  {"name": "list", "kind": "work"},
 	  {"name": "each", "kind": "part", "deps": ["list"], "map": {"$from": "list.output"},
 	   "args": {"n": {"$from": "item"}}, "failure_ratio": 0.1},
 	  {"name": "sum", "kind": "work", "deps": ["each"], "args": {"parts": {"$from": "each.output"}}}
 	]}`)
-	run, err := pgrun.StartRun(b.ctx, b.pool, "fan", nil, "")
+	run, err := pgrun.StartRun(b.Ctx, b.Pool, "fan", nil, "")
 	require.NoError(t, err)
-	report(t, b, dagClaim(t, b, "default"), outcome{result: []int{1, 2, 3}})
-	var parts []claimed
+	testkit.Report(t, b, dagClaim(t, b, "default"), testkit.Outcome{Result: []int{1, 2, 3}})
+	var parts []testkit.Claimed
 	parts = append(parts, dagClaim(t, b, "default"), dagClaim(t, b, "default"), dagClaim(t, b, "default"))
-	report(t, b, parts[0], outcome{result: "p1"})
-	report(t, b, parts[1], outcome{fail: "p2 broke", permanent: true}) // 1/3 >= 0.1: each fails
+	testkit.Report(t, b, parts[0], testkit.Outcome{Result: "p1"})
+	testkit.Report(t, b, parts[1], testkit.Outcome{Fail: "p2 broke", Permanent: true}) // 1/3 >= 0.1: each fails
 	require.Equal(t, "failed", dagRun(t, b, run.ID).Status)
 	each := dagNodeOf(t, b, run.ID, "each")
 	require.Equal(t, pgrun.StatusFailed, each.Status)
@@ -289,19 +290,19 @@ func TestDAGRedriveOfAMapNodeRetriesItsFailedChildren(t *testing.T) {
 	require.Equal(t, "running", dagRun(t, b, run.ID).Status)
 	require.Equal(t, pgrun.StatusWaiting, dagNodeOf(t, b, run.ID, "each").Status, "a map node waits for its children again")
 	var kids int
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from pgrun.jobs where parent_id = $1`, each.ID).Scan(&kids))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.jobs where parent_id = $1`, each.ID).Scan(&kids))
 	require.Equal(t, 3, kids, "no new fan-out")
-	require.Equal(t, pgrun.StatusSucceeded, jobStatus(t, b, parts[0].ID), "a child that succeeded is kept")
-	require.Equal(t, pgrun.StatusQueued, jobStatus(t, b, parts[1].ID))
-	require.Equal(t, pgrun.StatusQueued, jobStatus(t, b, parts[2].ID))
+	require.Equal(t, pgrun.StatusSucceeded, testkit.JobStatus(t, b, parts[0].ID), "a child that succeeded is kept")
+	require.Equal(t, pgrun.StatusQueued, testkit.JobStatus(t, b, parts[1].ID))
+	require.Equal(t, pgrun.StatusQueued, testkit.JobStatus(t, b, parts[2].ID))
 
-	drive(t, b, func(c claimed) outcome {
+	testkit.Drive(t, b, func(c testkit.Claimed) testkit.Outcome {
 		if c.Kind == "part" {
 			var a struct{ N int }
 			require.NoError(t, json.Unmarshal(c.Args, &a))
-			return outcome{result: fmt.Sprintf("p%d", a.N)}
+			return testkit.Outcome{Result: fmt.Sprintf("p%d", a.N)}
 		}
-		return outcome{result: c.Args}
+		return testkit.Outcome{Result: c.Args}
 	})
 	r := dagRun(t, b, run.ID)
 	require.Equal(t, "succeeded", r.Status)
@@ -311,18 +312,18 @@ func TestDAGRedriveOfAMapNodeRetriesItsFailedChildren(t *testing.T) {
 // Redriving a run whose unique_key another running run has taken since is refused
 // (23505), changing nothing.
 func TestDAGRedriveRefusedWhileAnotherRunHoldsTheKey(t *testing.T) {
-	b := setup(t)
-	defineWorkflow(t, b, "one", `{"nodes": [{"name": "a", "kind": "work"}]}`)
-	first, err := pgrun.StartRun(b.ctx, b.pool, "one", nil, "nightly")
+	b := testkit.Setup(t)
+	testkit.DefineWorkflow(t, b, "one", `{"nodes": [{"name": "a", "kind": "work"}]}`)
+	first, err := pgrun.StartRun(b.Ctx, b.Pool, "one", nil, "nightly")
 	require.NoError(t, err)
-	report(t, b, dagClaim(t, b, "default"), outcome{fail: "broke", permanent: true})
+	testkit.Report(t, b, dagClaim(t, b, "default"), testkit.Outcome{Fail: "broke", Permanent: true})
 	require.Equal(t, "failed", dagRun(t, b, first.ID).Status)
-	second, err := pgrun.StartRun(b.ctx, b.pool, "one", nil, "nightly")
+	second, err := pgrun.StartRun(b.Ctx, b.Pool, "one", nil, "nightly")
 	require.NoError(t, err)
 	require.NotEqual(t, first.ID, second.ID)
 
-	_, err = b.pool.Exec(b.ctx, `select pgrun.retry_run($1)`, first.ID)
-	require.Equal(t, "23505", sqlState(err))
+	_, err = b.Pool.Exec(b.Ctx, `select pgrun.retry_run($1)`, first.ID)
+	require.Equal(t, "23505", testkit.SQLState(err))
 	require.ErrorContains(t, err, fmt.Sprintf("run %d cannot resume", first.ID))
 	require.Equal(t, "failed", dagRun(t, b, first.ID).Status)
 	require.Equal(t, pgrun.StatusFailed, dagNodeOf(t, b, first.ID, "a").Status)
@@ -333,7 +334,7 @@ func TestDAGRedriveRefusedWhileAnotherRunHoldsTheKey(t *testing.T) {
 // run succeeds, every node ends as the graph without failures implies, and no node
 // that had succeeded runs again.
 func TestRandomDAGsResumeAfterRetryRun(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	graphs := 30
 	if testing.Short() {
 		graphs = 8
@@ -348,23 +349,23 @@ func TestRandomDAGsResumeAfterRetryRun(t *testing.T) {
 		spec, _ := json.Marshal(map[string]any{"nodes": specNodes})
 		name := fmt.Sprintf("g%d", gi)
 		msg := fmt.Sprintf("graph %d: %s", gi, spec)
-		defineWorkflow(t, b, name, string(spec))
-		run, err := pgrun.StartRun(b.ctx, b.pool, name, nil, "")
+		testkit.DefineWorkflow(t, b, name, string(spec))
+		run, err := pgrun.StartRun(b.Ctx, b.Pool, name, nil, "")
 		require.NoError(t, err)
 		fixed := false
-		decide := func(c claimed) outcome {
+		decide := func(c testkit.Claimed) testkit.Outcome {
 			if c.Kind == "doomed" && !fixed {
-				return outcome{fail: "doomed " + *c.Node, permanent: true}
+				return testkit.Outcome{Fail: "doomed " + *c.Node, Permanent: true}
 			}
-			return outcome{result: *c.Node}
+			return testkit.Outcome{Result: *c.Node}
 		}
-		drive(t, b, decide)
+		testkit.Drive(t, b, decide)
 		if _, ok := expect(nodes); ok {
 			continue // nothing required failed: nothing to resume
 		}
 		require.Equal(t, "failed", dagRun(t, b, run.ID).Status, msg)
 		before := map[string]int{}
-		rows, err := b.pool.Query(b.ctx, `select node, attempt from pgrun.jobs where run_id = $1 and status = 'succeeded'`, run.ID)
+		rows, err := b.Pool.Query(b.Ctx, `select node, attempt from pgrun.jobs where run_id = $1 and status = 'succeeded'`, run.ID)
 		require.NoError(t, err)
 		for rows.Next() {
 			var node string
@@ -376,9 +377,9 @@ func TestRandomDAGsResumeAfterRetryRun(t *testing.T) {
 
 		fixed = true
 		var resumed *int64
-		require.NoError(t, b.pool.QueryRow(b.ctx, `select (pgrun.retry_run($1)).id`, run.ID).Scan(&resumed), msg)
+		require.NoError(t, b.Pool.QueryRow(b.Ctx, `select (pgrun.retry_run($1)).id`, run.ID).Scan(&resumed), msg)
 		require.NotNil(t, resumed, msg)
-		drive(t, b, decide)
+		testkit.Drive(t, b, decide)
 
 		clean := make([]genNode, len(nodes))
 		for i, g := range nodes {
@@ -388,10 +389,10 @@ func TestRandomDAGsResumeAfterRetryRun(t *testing.T) {
 		want, ok := expect(clean)
 		require.True(t, ok)
 		require.Equal(t, "succeeded", dagRun(t, b, run.ID).Status, msg)
-		require.Equal(t, want, nodeStates(t, b, run.ID), msg)
+		require.Equal(t, want, testkit.NodeStates(t, b, run.ID), msg)
 		for node, attempt := range before {
 			var now int
-			require.NoError(t, b.pool.QueryRow(b.ctx, `select attempt from pgrun.jobs where run_id = $1 and node = $2 and parent_id is null`, run.ID, node).Scan(&now))
+			require.NoError(t, b.Pool.QueryRow(b.Ctx, `select attempt from pgrun.jobs where run_id = $1 and node = $2 and parent_id is null`, run.ID, node).Scan(&now))
 			require.Equal(t, attempt, now, "%s: node %s ran again", msg, node)
 		}
 	}

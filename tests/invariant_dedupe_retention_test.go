@@ -7,32 +7,33 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/testkit"
 )
 
 // unique_window also dedupes against a job that finished within the window; replace
 // mode updates a still-queued holder's args.
 func TestUniqueWindowAndReplace(t *testing.T) {
-	b := setup(t)
-	first, err := pgrun.Enqueue(b.ctx, b.pool, "report", map[string]any{"v": 1}, pgrun.UniqueKey("daily"))
+	b := testkit.Setup(t)
+	first, err := pgrun.Enqueue(b.Ctx, b.Pool, "report", map[string]any{"v": 1}, pgrun.UniqueKey("daily"))
 	require.NoError(t, err)
-	replaced, err := pgrun.Enqueue(b.ctx, b.pool, "report", map[string]any{"v": 2}, pgrun.UniqueKey("daily"), pgrun.ReplaceDuplicate())
+	replaced, err := pgrun.Enqueue(b.Ctx, b.Pool, "report", map[string]any{"v": 2}, pgrun.UniqueKey("daily"), pgrun.ReplaceDuplicate())
 	require.NoError(t, err)
 	require.Equal(t, first.ID, replaced.ID)
 	require.JSONEq(t, `{"v": 2}`, string(replaced.Args))
-	evs, err := pgrun.Events(b.ctx, b.pool, first.ID)
+	evs, err := pgrun.Events(b.Ctx, b.Pool, first.ID)
 	require.NoError(t, err)
 	require.Equal(t, "job.replaced", evs[0].Event)
 
-	id, attempt := claimOne(t, b.pool, "w", "30 seconds")
+	id, attempt := testkit.ClaimOne(t, b.Pool, "w", "30 seconds")
 	require.Equal(t, first.ID, id)
-	_, err = b.pool.Exec(b.ctx, `select pgrun.complete_jobs(array[$1::bigint], array[$2::int])`, id, attempt)
+	_, err = b.Pool.Exec(b.Ctx, `select pgrun.complete_jobs(array[$1::bigint], array[$2::int])`, id, attempt)
 	require.NoError(t, err)
 
-	again, err := pgrun.Enqueue(b.ctx, b.pool, "report", nil, pgrun.UniqueKey("daily"), pgrun.UniqueWindow(time.Hour))
+	again, err := pgrun.Enqueue(b.Ctx, b.Pool, "report", nil, pgrun.UniqueKey("daily"), pgrun.UniqueWindow(time.Hour))
 	require.NoError(t, err)
 	require.Equal(t, first.ID, again.ID, "finished within the window")
 	require.Equal(t, pgrun.StatusSucceeded, again.Status)
-	fresh, err := pgrun.Enqueue(b.ctx, b.pool, "report", nil, pgrun.UniqueKey("daily"))
+	fresh, err := pgrun.Enqueue(b.Ctx, b.Pool, "report", nil, pgrun.UniqueKey("daily"))
 	require.NoError(t, err)
 	require.NotEqual(t, first.ID, fresh.ID, "without a window only active jobs dedupe")
 }
@@ -40,62 +41,62 @@ func TestUniqueWindowAndReplace(t *testing.T) {
 // maintain() prunes finished jobs past their queue's retention with their events, in
 // bounded batches, archiving them for queues that ask; active work is kept.
 func TestRetentionPrunesAndArchives(t *testing.T) {
-	b := setup(t)
-	old := at("2030-01-01T00:00:00Z")
-	c := pinnedClock(t, b, old)
-	c.exec(`select pgrun.set_queue('keep', retention => '1 day', archive => true)`)
-	c.exec(`select pgrun.enqueue_jobs((select jsonb_agg(jsonb_build_object('kind', 'noop', 'queue', q))
+	b := testkit.Setup(t)
+	old := testkit.At("2030-01-01T00:00:00Z")
+	c := testkit.PinClock(t, b, old)
+	c.Exec(`select pgrun.set_queue('keep', retention => '1 day', archive => true)`)
+	c.Exec(`select pgrun.enqueue_jobs((select jsonb_agg(jsonb_build_object('kind', 'noop', 'queue', q))
 		from generate_series(1, 5) i, unnest(array['default', 'keep']) q))`)
-	c.exec(`select pgrun.enqueue_job('coordinator', queue => 'coord', timeout => '0')`) // waits days: no timeout
+	c.Exec(`select pgrun.enqueue_job('coordinator', queue => 'coord', timeout => '0')`) // waits days: no timeout
 	for _, q := range []string{"default", "keep"} {
-		c.exec(`select pgrun.complete_jobs(array_agg(id), array_agg(attempt)) from pgrun.claim_jobs($1, 'w', 10)`, q)
+		c.Exec(`select pgrun.complete_jobs(array_agg(id), array_agg(attempt)) from pgrun.claim_jobs($1, 'w', 10)`, q)
 	}
 	var pid int64
 	var pattempt int
-	c.queryRow(`select id, attempt from pgrun.claim_jobs('coord', 'w', 1)`, nil, &pid, &pattempt)
-	c.exec(`select pgrun.defer_job($1, $2, '[{"kind": "part", "queue": "parts"}, {"kind": "part", "queue": "parts"}]')`, pid, pattempt)
-	c.exec(`select pgrun.complete_jobs(array_agg(id), array_agg(attempt)) from pgrun.claim_jobs('parts', 'w', 1)`)
-	c.exec(`select pgrun.emit(id, 'note') from pgrun.jobs where queue = 'default'`)
+	c.QueryRow(`select id, attempt from pgrun.claim_jobs('coord', 'w', 1)`, nil, &pid, &pattempt)
+	c.Exec(`select pgrun.defer_job($1, $2, '[{"kind": "part", "queue": "parts"}, {"kind": "part", "queue": "parts"}]')`, pid, pattempt)
+	c.Exec(`select pgrun.complete_jobs(array_agg(id), array_agg(attempt)) from pgrun.claim_jobs('parts', 'w', 1)`)
+	c.Exec(`select pgrun.emit(id, 'note') from pgrun.jobs where queue = 'default'`)
 
-	c.set(old.Add(2 * 24 * time.Hour)) // past 'keep' (1 day), within the default (7 days)
+	c.Set(old.Add(2 * 24 * time.Hour)) // past 'keep' (1 day), within the default (7 days)
 	var out string
-	c.queryRow(`select pgrun.maintain(batch => 3)::text`, nil, &out)
+	c.QueryRow(`select pgrun.maintain(batch => 3)::text`, nil, &out)
 	require.Contains(t, out, `"pruned": 3`, "bounded batches")
-	c.set(old.Add(2*24*time.Hour + time.Minute)) // prune_history runs once a minute
-	c.exec(`select pgrun.maintain()`)
+	c.Set(old.Add(2*24*time.Hour + time.Minute)) // prune_history runs once a minute
+	c.Exec(`select pgrun.maintain()`)
 	var left, archived int
-	c.queryRow(`select count(*) from pgrun.jobs where queue = 'keep'`, nil, &left)
-	c.queryRow(`select count(*) from pgrun.jobs_archive where queue = 'keep'`, nil, &archived)
+	c.QueryRow(`select count(*) from pgrun.jobs where queue = 'keep'`, nil, &left)
+	c.QueryRow(`select count(*) from pgrun.jobs_archive where queue = 'keep'`, nil, &archived)
 	require.Zero(t, left)
 	require.Equal(t, 5, archived)
 
-	c.set(old.Add(8 * 24 * time.Hour)) // past the default retention
-	c.exec(`select pgrun.maintain()`)
-	c.queryRow(`select count(*) from pgrun.jobs where queue = 'default'`, nil, &left)
+	c.Set(old.Add(8 * 24 * time.Hour)) // past the default retention
+	c.Exec(`select pgrun.maintain()`)
+	c.QueryRow(`select count(*) from pgrun.jobs where queue = 'default'`, nil, &left)
 	require.Zero(t, left)
 	var events int
-	c.queryRow(`select count(*) from pgrun.job_events e where not exists (select 1 from pgrun.jobs j where j.id = e.job_id)`, nil, &events)
+	c.QueryRow(`select count(*) from pgrun.job_events e where not exists (select 1 from pgrun.jobs j where j.id = e.job_id)`, nil, &events)
 	require.Zero(t, events, "events go with their jobs")
 	var kept int
-	c.queryRow(`select count(*) from pgrun.jobs where queue in ('coord', 'parts')`, nil, &kept)
+	c.QueryRow(`select count(*) from pgrun.jobs where queue in ('coord', 'parts')`, nil, &kept)
 	require.Equal(t, 3, kept, "a waiting parent and its children are kept")
 }
 
 // Dead letters are listed per queue and kind and redriven in bulk.
 func TestDeadLettersRedriveInBulk(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	for _, spec := range []struct{ kind, queue string }{{"resize", "images"}, {"resize", "images"}, {"resize", "other"}, {"mail", "images"}} {
-		_, err := pgrun.Enqueue(b.ctx, b.pool, spec.kind, nil, pgrun.Queue(spec.queue), pgrun.MaxAttempts(1))
+		_, err := pgrun.Enqueue(b.Ctx, b.Pool, spec.kind, nil, pgrun.Queue(spec.queue), pgrun.MaxAttempts(1))
 		require.NoError(t, err)
 	}
 	for _, q := range []string{"images", "other"} {
-		_, err := b.pool.Exec(b.ctx, `select pgrun.fail_job(id, attempt, '{"message": "broken"}') from pgrun.claim_jobs($1, 'w', 10)`, q)
+		_, err := b.Pool.Exec(b.Ctx, `select pgrun.fail_job(id, attempt, '{"message": "broken"}') from pgrun.claim_jobs($1, 'w', 10)`, q)
 		require.NoError(t, err)
 	}
-	require.Equal(t, 4, countStatus(t, b, pgrun.StatusFailed))
+	require.Equal(t, 4, testkit.CountStatus(t, b, pgrun.StatusFailed))
 	var n int
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select pgrun.retry_jobs(queue => 'images', kind => 'resize')`).Scan(&n))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select pgrun.retry_jobs(queue => 'images', kind => 'resize')`).Scan(&n))
 	require.Equal(t, 2, n)
-	require.Equal(t, 2, countStatus(t, b, pgrun.StatusQueued))
-	require.Equal(t, 2, countStatus(t, b, pgrun.StatusFailed))
+	require.Equal(t, 2, testkit.CountStatus(t, b, pgrun.StatusQueued))
+	require.Equal(t, 2, testkit.CountStatus(t, b, pgrun.StatusFailed))
 }

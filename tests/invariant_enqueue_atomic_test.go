@@ -12,23 +12,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/testkit"
 )
 
 // listener LISTENs on pgrun_jobs on a connection of its own.
-func listener(t *testing.T, b *bundle) *pgx.Conn {
+func listener(t *testing.T, b *testkit.DB) *pgx.Conn {
 	t.Helper()
-	return listenOn(t, b, "pgrun_jobs")
-}
-
-// listenOn LISTENs on channel on a connection of its own.
-func listenOn(t *testing.T, b *bundle, channel string) *pgx.Conn {
-	t.Helper()
-	conn, err := pgx.Connect(b.ctx, b.url)
-	require.NoError(t, err)
-	t.Cleanup(func() { conn.Close(context.Background()) })
-	_, err = conn.Exec(b.ctx, `listen `+pgx.Identifier{channel}.Sanitize())
-	require.NoError(t, err)
-	return conn
+	return testkit.Listen(t, b, "pgrun_jobs")
 }
 
 // quietFor reports whether no notification arrives within d: a bounded wait for an
@@ -49,25 +39,25 @@ func quietFor(t *testing.T, conn *pgx.Conn, d time.Duration) bool {
 // A rolled-back enqueue leaves no row and wakes nobody; a committed one wakes
 // listeners only once it commits, with the queue name as payload.
 func TestEnqueueAndWakeupAreTransactional(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	l := listener(t, b)
 
-	tx, err := b.pool.Begin(b.ctx)
+	tx, err := b.Pool.Begin(b.Ctx)
 	require.NoError(t, err)
-	job, err := pgrun.Enqueue(b.ctx, tx, "noop", nil, pgrun.Queue("mail"))
+	job, err := pgrun.Enqueue(b.Ctx, tx, "noop", nil, pgrun.Queue("mail"))
 	require.NoError(t, err)
-	require.NoError(t, tx.Rollback(b.ctx))
-	_, err = pgrun.GetJob(b.ctx, b.pool, job.ID)
+	require.NoError(t, tx.Rollback(b.Ctx))
+	_, err = pgrun.GetJob(b.Ctx, b.Pool, job.ID)
 	require.ErrorIs(t, err, pgrun.ErrNotFound)
 	require.True(t, quietFor(t, l, 300*time.Millisecond), "a rolled-back enqueue woke a listener")
 
-	tx, err = b.pool.Begin(b.ctx)
+	tx, err = b.Pool.Begin(b.Ctx)
 	require.NoError(t, err)
-	_, err = pgrun.Enqueue(b.ctx, tx, "noop", nil, pgrun.Queue("mail"))
+	_, err = pgrun.Enqueue(b.Ctx, tx, "noop", nil, pgrun.Queue("mail"))
 	require.NoError(t, err)
 	require.True(t, quietFor(t, l, 300*time.Millisecond), "woken before commit")
-	require.NoError(t, tx.Commit(b.ctx))
-	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+	require.NoError(t, tx.Commit(b.Ctx))
+	ctx, cancel := context.WithTimeout(b.Ctx, 5*time.Second)
 	defer cancel()
 	n, err := l.WaitForNotification(ctx)
 	require.NoError(t, err)
@@ -85,22 +75,22 @@ func wakeQueue(payload string) string {
 // A plain INSERT is an enqueue: validated by the trigger, defaults filled, and the
 // listeners woken.
 func TestPlainInsertIsValidatedAndNotifies(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	l := listener(t, b)
-	_, err := b.pool.Exec(b.ctx, `insert into pgrun.jobs (kind, args, queue) values ('resize', '{"w": 64}', 'Bad Queue')`)
-	require.Equal(t, "22023", sqlState(err))
-	require.Equal(t, [2]int{0, 0}, tableCounts(t, b))
+	_, err := b.Pool.Exec(b.Ctx, `insert into pgrun.jobs (kind, args, queue) values ('resize', '{"w": 64}', 'Bad Queue')`)
+	require.Equal(t, "22023", testkit.SQLState(err))
+	require.Equal(t, [2]int{0, 0}, testkit.TableCounts(t, b))
 
 	var id int64
-	require.NoError(t, b.pool.QueryRow(b.ctx, `insert into pgrun.jobs (kind, args, queue, attempt, claimed_by)
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `insert into pgrun.jobs (kind, args, queue, attempt, claimed_by)
 		values ('resize', '{"w": 64}', 'images', 7, 'sneaky') returning id`).Scan(&id))
-	j, err := pgrun.GetJob(b.ctx, b.pool, id)
+	j, err := pgrun.GetJob(b.Ctx, b.Pool, id)
 	require.NoError(t, err)
 	require.Equal(t, pgrun.StatusQueued, j.Status)
 	require.Zero(t, j.Attempt, "engine-owned fields are reset")
 	require.Nil(t, j.ClaimedBy)
 	require.Equal(t, 25, j.MaxAttempts)
-	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(b.Ctx, 5*time.Second)
 	defer cancel()
 	n, err := l.WaitForNotification(ctx)
 	require.NoError(t, err)
@@ -111,13 +101,13 @@ func TestPlainInsertIsValidatedAndNotifies(t *testing.T) {
 // While an active job holds a unique key, enqueueing with the key returns it; once
 // it finishes, the key is free again.
 func TestUniqueKeyDeduplicatesActiveJobs(t *testing.T) {
-	b := setup(t)
-	first, err := pgrun.Enqueue(b.ctx, b.pool, "report", nil, pgrun.UniqueKey("daily-2030-01-01"))
+	b := testkit.Setup(t)
+	first, err := pgrun.Enqueue(b.Ctx, b.Pool, "report", nil, pgrun.UniqueKey("daily-2030-01-01"))
 	require.NoError(t, err)
-	again, err := pgrun.Enqueue(b.ctx, b.pool, "report", map[string]any{"other": true}, pgrun.UniqueKey("daily-2030-01-01"))
+	again, err := pgrun.Enqueue(b.Ctx, b.Pool, "report", map[string]any{"other": true}, pgrun.UniqueKey("daily-2030-01-01"))
 	require.NoError(t, err)
 	require.Equal(t, first.ID, again.ID)
-	many, err := pgrun.EnqueueMany(b.ctx, b.pool, []pgrun.JobSpec{
+	many, err := pgrun.EnqueueMany(b.Ctx, b.Pool, []pgrun.JobSpec{
 		{Kind: "report", UniqueKey: "daily-2030-01-01"},
 		{Kind: "report", UniqueKey: "daily-2030-01-02"},
 	})
@@ -125,11 +115,11 @@ func TestUniqueKeyDeduplicatesActiveJobs(t *testing.T) {
 	require.Len(t, many, 2)
 	ids := []int64{many[0].ID, many[1].ID}
 	require.Contains(t, ids, first.ID, "the holder is returned in place of the duplicate")
-	require.Equal(t, 2, countStatus(t, b, pgrun.StatusQueued))
+	require.Equal(t, 2, testkit.CountStatus(t, b, pgrun.StatusQueued))
 
-	_, err = pgrun.Cancel(b.ctx, b.pool, first.ID, "")
+	_, err = pgrun.Cancel(b.Ctx, b.Pool, first.ID, "")
 	require.NoError(t, err)
-	fresh, err := pgrun.Enqueue(b.ctx, b.pool, "report", nil, pgrun.UniqueKey("daily-2030-01-01"))
+	fresh, err := pgrun.Enqueue(b.Ctx, b.Pool, "report", nil, pgrun.UniqueKey("daily-2030-01-01"))
 	require.NoError(t, err)
 	require.NotEqual(t, first.ID, fresh.ID)
 }

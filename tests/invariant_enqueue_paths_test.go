@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/testkit"
 )
 
 // One enqueue path (issue 12): pgrun.job_spec is the one description of a job, every
@@ -30,8 +31,8 @@ const callerFields = `select jsonb_build_object('kind', kind, 'args', args, 'que
 // default comes back the same through each of them. The fields are checked against
 // job_spec's attributes, so a field added to the type and not to this test fails it.
 func TestEveryEnqueuePathSetsEveryField(t *testing.T) {
-	b := setup(t)
-	parent, err := pgrun.Enqueue(b.ctx, b.pool, "parent", nil)
+	b := testkit.Setup(t)
+	parent, err := pgrun.Enqueue(b.Ctx, b.Pool, "parent", nil)
 	require.NoError(t, err)
 	runAt := time.Date(2031, 2, 3, 4, 5, 6, 0, time.UTC)
 	want := func(key string) map[string]any {
@@ -46,7 +47,7 @@ func TestEveryEnqueuePathSetsEveryField(t *testing.T) {
 	// The fields above are job_spec's attributes that are columns of pgrun.jobs (the
 	// other two, unique_window and on_conflict, shape deduplication and are checked
 	// in TestBatchAnswersInOrderAndFlagsDuplicates).
-	rows, err := b.pool.Query(b.ctx, `select a.attname::text from pg_attribute a
+	rows, err := b.Pool.Query(b.Ctx, `select a.attname::text from pg_attribute a
 		where a.attrelid = 'pgrun.job_spec'::regclass and a.attnum > 0 and not a.attisdropped
 		  and a.attname not in ('unique_window', 'on_conflict') order by a.attnum`)
 	require.NoError(t, err)
@@ -61,20 +62,20 @@ func TestEveryEnqueuePathSetsEveryField(t *testing.T) {
 	pid := parent.ID
 	paths := map[string]func(key string) (int64, error){
 		"enqueue_job": func(key string) (id int64, err error) {
-			err = b.pool.QueryRow(b.ctx, `select id from pgrun.enqueue_job('resize', '{"w": 64}', queue => 'images',
+			err = b.Pool.QueryRow(b.Ctx, `select id from pgrun.enqueue_job('resize', '{"w": 64}', queue => 'images',
 				priority => 7, run_at => '2031-02-03T04:05:06Z', max_attempts => 3, unique_key => $1,
 				parent_id => $2, model => 'bge-small', timeout => '10 minutes', meta => '{"trace": "t1"}',
 				concurrency_key => 'acct-9', model_required => true)`, key, pid).Scan(&id)
 			return id, err
 		},
 		"enqueue_specs": func(key string) (id int64, err error) {
-			err = b.pool.QueryRow(b.ctx, `select id from pgrun.enqueue_specs(array[row('resize', '{"w": 64}', 'images',
+			err = b.Pool.QueryRow(b.Ctx, `select id from pgrun.enqueue_specs(array[row('resize', '{"w": 64}', 'images',
 				7, '2031-02-03T04:05:06Z', 3, $1, $2, 'bge-small', '10 minutes', '{"trace": "t1"}', 'acct-9',
 				null, null, true)::pgrun.job_spec])`, key, pid).Scan(&id)
 			return id, err
 		},
 		"job_spec by name": func(key string) (id int64, err error) {
-			err = b.pool.QueryRow(b.ctx, `select id from pgrun.enqueue_specs(array[pgrun.job_spec('resize',
+			err = b.Pool.QueryRow(b.Ctx, `select id from pgrun.enqueue_specs(array[pgrun.job_spec('resize',
 				args => '{"w": 64}', queue => 'images', priority => 7, run_at => '2031-02-03T04:05:06Z',
 				max_attempts => 3, unique_key => $1, parent_id => $2, model => 'bge-small',
 				timeout => '10 minutes', meta => '{"trace": "t1"}', concurrency_key => 'acct-9',
@@ -86,25 +87,25 @@ func TestEveryEnqueuePathSetsEveryField(t *testing.T) {
 				"priority": 7, "run_at": "2031-02-03T04:05:06Z", "max_attempts": 3, "unique_key": key, "parent_id": pid,
 				"model": "bge-small", "timeout": "10 minutes", "meta": map[string]string{"trace": "t1"},
 				"concurrency_key": "acct-9", "model_required": true}})
-			err = b.pool.QueryRow(b.ctx, `select id from pgrun.enqueue_jobs($1::jsonb)`, spec).Scan(&id)
+			err = b.Pool.QueryRow(b.Ctx, `select id from pgrun.enqueue_jobs($1::jsonb)`, spec).Scan(&id)
 			return id, err
 		},
 		"enqueue_batch": func(key string) (id int64, err error) {
-			err = b.pool.QueryRow(b.ctx, `select id from pgrun.enqueue_batch(array['resize'], array['{"w": 64}']::jsonb[],
+			err = b.Pool.QueryRow(b.Ctx, `select id from pgrun.enqueue_batch(array['resize'], array['{"w": 64}']::jsonb[],
 				array['images'], array[7], array['2031-02-03T04:05:06Z']::timestamptz[], array[3], array[$1::text],
 				array[$2::bigint], array['bge-small'], array['10 minutes']::interval[], array['{"trace": "t1"}']::jsonb[],
 				array['acct-9'], model_requireds => array[true])`, key, pid).Scan(&id)
 			return id, err
 		},
 		"INSERT": func(key string) (id int64, err error) {
-			err = b.pool.QueryRow(b.ctx, `insert into pgrun.jobs (kind, args, queue, priority, run_at, max_attempts,
+			err = b.Pool.QueryRow(b.Ctx, `insert into pgrun.jobs (kind, args, queue, priority, run_at, max_attempts,
 				unique_key, parent_id, model, timeout, meta, concurrency_key, model_required)
 				values ('resize', '{"w": 64}', 'images', 7, '2031-02-03T04:05:06Z', 3, $1, $2, 'bge-small',
 				'10 minutes', '{"trace": "t1"}', 'acct-9', true) returning id`, key, pid).Scan(&id)
 			return id, err
 		},
 		"Go Enqueue": func(key string) (int64, error) {
-			j, err := pgrun.Enqueue(b.ctx, b.pool, "resize", map[string]int{"w": 64}, pgrun.Queue("images"),
+			j, err := pgrun.Enqueue(b.Ctx, b.Pool, "resize", map[string]int{"w": 64}, pgrun.Queue("images"),
 				pgrun.Priority(7), pgrun.RunAt(runAt), pgrun.MaxAttempts(3), pgrun.UniqueKey(key), pgrun.Parent(pid),
 				pgrun.Model("bge-small"), pgrun.Timeout(10*time.Minute), pgrun.Meta(map[string]any{"trace": "t1"}),
 				pgrun.ConcurrencyKey("acct-9"), pgrun.ModelRequired())
@@ -114,7 +115,7 @@ func TestEveryEnqueuePathSetsEveryField(t *testing.T) {
 			return j.ID, nil
 		},
 		"Go EnqueueMany": func(key string) (int64, error) {
-			jobs, err := pgrun.EnqueueMany(b.ctx, b.pool, []pgrun.JobSpec{{Kind: "resize", Args: map[string]int{"w": 64},
+			jobs, err := pgrun.EnqueueMany(b.Ctx, b.Pool, []pgrun.JobSpec{{Kind: "resize", Args: map[string]int{"w": 64},
 				Queue: "images", Priority: 7, RunAt: &runAt, MaxAttempts: 3, UniqueKey: key, ParentID: pid,
 				Model: "bge-small", Timeout: 10 * time.Minute, Meta: map[string]any{"trace": "t1"},
 				ConcurrencyKey: "acct-9", ModelRequired: true}})
@@ -129,7 +130,7 @@ func TestEveryEnqueuePathSetsEveryField(t *testing.T) {
 		id, err := enqueue(key)
 		require.NoError(t, err, name)
 		var got string
-		require.NoError(t, b.pool.QueryRow(b.ctx, callerFields, id).Scan(&got), name)
+		require.NoError(t, b.Pool.QueryRow(b.Ctx, callerFields, id).Scan(&got), name)
 		w, _ := json.Marshal(want(key))
 		require.JSONEq(t, string(w), got, name)
 	}
@@ -139,24 +140,24 @@ func TestEveryEnqueuePathSetsEveryField(t *testing.T) {
 // element, with 22023 and nothing written; every attribute of the type is a key it
 // takes (the list is the catalog's, not a copy).
 func TestEnqueueJobsKeysAreTheTypesAttributes(t *testing.T) {
-	b := setup(t)
-	before := kitCounts(t, b.pool)
-	_, err := b.pool.Exec(b.ctx, `select pgrun.enqueue_jobs('[{"kind": "a"}, {"kind": "b", "model_requird": true}]')`)
-	pe := kitPgError(t, err, "enqueue_jobs with an unknown key")
+	b := testkit.Setup(t)
+	before := testkit.Counts(t, b.Pool)
+	_, err := b.Pool.Exec(b.Ctx, `select pgrun.enqueue_jobs('[{"kind": "a"}, {"kind": "b", "model_requird": true}]')`)
+	pe := testkit.PgError(t, err, "enqueue_jobs with an unknown key")
 	require.Equal(t, "22023", pe.Code)
 	require.Contains(t, pe.Message, "element 1")
 	require.Contains(t, pe.Message, "'model_requird'")
 	require.Contains(t, pe.Hint, "model_required", "the hint lists the known keys")
-	require.Equal(t, before, kitCounts(t, b.pool), "a refused batch changes nothing")
+	require.Equal(t, before, testkit.Counts(t, b.Pool), "a refused batch changes nothing")
 
 	// Every attribute as a key (NULL: the default), kind set.
 	var spec string
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select jsonb_build_array(jsonb_object_agg(a.attname,
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select jsonb_build_array(jsonb_object_agg(a.attname,
 		case when a.attname = 'kind' then to_jsonb('noop'::text) else 'null'::jsonb end))::text
 		from pg_attribute a where a.attrelid = 'pgrun.job_spec'::regclass and a.attnum > 0 and not a.attisdropped`).Scan(&spec))
 	require.Contains(t, spec, `"model_required"`)
 	var n int
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from pgrun.enqueue_jobs($1::jsonb)`, spec).Scan(&n))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.enqueue_jobs($1::jsonb)`, spec).Scan(&n))
 	require.Equal(t, 1, n)
 }
 
@@ -167,7 +168,7 @@ func TestEnqueueJobsKeysAreTheTypesAttributes(t *testing.T) {
 // unless a rule is broken (the clause spells the rules out: this is what keeps it in
 // step). Every rule job_spec_fault has, read from the function, has a case here.
 func TestInsertTriggerRefusesWhatTheFunctionsRefuse(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	cases := []struct {
 		field, value string // a job_spec attribute, and a bad value as an SQL literal
 	}{
@@ -191,7 +192,7 @@ func TestInsertTriggerRefusesWhatTheFunctionsRefuse(t *testing.T) {
 	// The rules: job_spec_fault's answers, read from its definition. unique_window and
 	// on_conflict are not columns: an INSERT cannot break them.
 	var def string
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select pg_get_functiondef('pgrun.job_spec_fault'::regproc)`).Scan(&def))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select pg_get_functiondef('pgrun.job_spec_fault'::regproc)`).Scan(&def))
 	rules := map[string]bool{}
 	for _, m := range regexp.MustCompile(`THEN '([a-z_ ]+)'`).FindAllStringSubmatch(def, -1) {
 		rules[m[1]] = true
@@ -201,23 +202,23 @@ func TestInsertTriggerRefusesWhatTheFunctionsRefuse(t *testing.T) {
 	require.Greater(t, len(rules), 10, "the rules are read from the function")
 	covered := map[string]bool{}
 
-	before := kitCounts(t, b.pool)
+	before := testkit.Counts(t, b.Pool)
 	for _, c := range cases {
 		name := c.field + " " + c.value
 		var fault string
-		require.NoError(t, b.pool.QueryRow(b.ctx, fmt.Sprintf(`select pgrun.job_spec_fault(jsonb_populate_record(
+		require.NoError(t, b.Pool.QueryRow(b.Ctx, fmt.Sprintf(`select pgrun.job_spec_fault(jsonb_populate_record(
 			null::pgrun.job_spec, jsonb_build_object('kind', 'noop', '%s', %s)))`, c.field, jsonValue(c.field, c.value))).Scan(&fault), name)
 		covered[fault] = true
-		_, err := b.pool.Exec(b.ctx, fmt.Sprintf(`select pgrun.enqueue_job(%s)`,
+		_, err := b.Pool.Exec(b.Ctx, fmt.Sprintf(`select pgrun.enqueue_job(%s)`,
 			map[bool]string{true: c.value, false: fmt.Sprintf(`'noop', %s => %s`, c.field, c.value)}[c.field == "kind"]))
-		fn := kitPgError(t, err, "enqueue_job "+name)
+		fn := testkit.PgError(t, err, "enqueue_job "+name)
 		require.Equal(t, "22023", fn.Code, name)
 
-		_, err = b.pool.Exec(b.ctx, fmt.Sprintf(`insert into pgrun.jobs (kind, %[1]s) values ('noop', %[2]s)`, c.field, c.value))
+		_, err = b.Pool.Exec(b.Ctx, fmt.Sprintf(`insert into pgrun.jobs (kind, %[1]s) values ('noop', %[2]s)`, c.field, c.value))
 		if c.field == "kind" {
-			_, err = b.pool.Exec(b.ctx, fmt.Sprintf(`insert into pgrun.jobs (kind) values (%s)`, c.value))
+			_, err = b.Pool.Exec(b.Ctx, fmt.Sprintf(`insert into pgrun.jobs (kind) values (%s)`, c.value))
 		}
-		ins := kitPgError(t, err, "INSERT "+name)
+		ins := testkit.PgError(t, err, "INSERT "+name)
 		require.Equal(t, fn.Code, ins.Code, name)
 		require.Equal(t, fn.Message, ins.Message, name)
 		require.Equal(t, fn.Hint, ins.Hint, name)
@@ -231,18 +232,18 @@ func TestInsertTriggerRefusesWhatTheFunctionsRefuse(t *testing.T) {
 		for k, v := range row {
 			cols, vals = append(cols, k), append(vals, v)
 		}
-		_, err = b.pool.Exec(b.ctx, fmt.Sprintf(`insert into pgrun.jobs (%s) values (%s)`,
+		_, err = b.Pool.Exec(b.Ctx, fmt.Sprintf(`insert into pgrun.jobs (%s) values (%s)`,
 			strings.Join(cols, ", "), strings.Join(vals, ", ")))
-		full := kitPgError(t, err, "complete INSERT "+name)
+		full := testkit.PgError(t, err, "complete INSERT "+name)
 		require.Equal(t, fn.Message, full.Message, name)
 
-		_, err = b.pool.Exec(b.ctx, fmt.Sprintf(`select pgrun.enqueue_jobs(jsonb_build_array('{"kind": "noop"}'::jsonb,
+		_, err = b.Pool.Exec(b.Ctx, fmt.Sprintf(`select pgrun.enqueue_jobs(jsonb_build_array('{"kind": "noop"}'::jsonb,
 			jsonb_build_object('kind', 'noop', %s, %s)))`, "'"+c.field+"'", jsonValue(c.field, c.value)))
-		batch := kitPgError(t, err, "enqueue_jobs "+name)
+		batch := testkit.PgError(t, err, "enqueue_jobs "+name)
 		require.Equal(t, "22023", batch.Code, name)
 		require.Equal(t, "element 1 of the batch: "+fn.Message, batch.Message, name)
 	}
-	require.Equal(t, before, kitCounts(t, b.pool), "nothing refused was written")
+	require.Equal(t, before, testkit.Counts(t, b.Pool), "nothing refused was written")
 	for r := range rules {
 		require.True(t, covered[r], "job_spec_fault's rule %q has no case here", r)
 	}
@@ -265,13 +266,13 @@ func jsonValue(field, sqlValue string) string {
 // earlier spec of the same batch, a key whose job finished within unique_window, a
 // queued holder replaced. The Go client reports the same through Job.Deduplicated.
 func TestBatchAnswersInOrderAndFlagsDuplicates(t *testing.T) {
-	b := setup(t)
-	held, err := pgrun.Enqueue(b.ctx, b.pool, "sync", nil, pgrun.UniqueKey("held"))
+	b := testkit.Setup(t)
+	held, err := pgrun.Enqueue(b.Ctx, b.Pool, "sync", nil, pgrun.UniqueKey("held"))
 	require.NoError(t, err)
 	require.False(t, held.Deduplicated)
-	done, err := pgrun.Enqueue(b.ctx, b.pool, "sync", nil, pgrun.UniqueKey("done"))
+	done, err := pgrun.Enqueue(b.Ctx, b.Pool, "sync", nil, pgrun.UniqueKey("done"))
 	require.NoError(t, err)
-	_, err = b.pool.Exec(b.ctx, `update pgrun.jobs set status = 'succeeded', finished_at = now() where id = $1`, done.ID)
+	_, err = b.Pool.Exec(b.Ctx, `update pgrun.jobs set status = 'succeeded', finished_at = now() where id = $1`, done.ID)
 	require.NoError(t, err)
 
 	type answer struct {
@@ -279,7 +280,7 @@ func TestBatchAnswersInOrderAndFlagsDuplicates(t *testing.T) {
 		Kind         string `db:"kind"`
 		Deduplicated bool   `db:"deduplicated"`
 	}
-	rows, err := b.pool.Query(b.ctx, `select id, kind, deduplicated from pgrun.enqueue_specs(array[
+	rows, err := b.Pool.Query(b.Ctx, `select id, kind, deduplicated from pgrun.enqueue_specs(array[
 		row('a', null, null, null, null, null, null,  null, null, null, null, null, null, null, null),
 		row('b', null, null, null, null, null, 'held', null, null, null, null, null, null, null, null),
 		row('c', null, null, null, null, null, 'new', null, null, null, null, null, null, null, null),
@@ -308,14 +309,14 @@ func TestBatchAnswersInOrderAndFlagsDuplicates(t *testing.T) {
 	require.Less(t, got[0].ID, got[2].ID, "new jobs get ids in the specs' order")
 	require.Less(t, got[2].ID, got[4].ID)
 	var args string
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select args::text from pgrun.jobs where id = $1`, got[2].ID).Scan(&args))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select args::text from pgrun.jobs where id = $1`, got[2].ID).Scan(&args))
 	require.JSONEq(t, `{"v": 2}`, args, "the replacing spec's args")
 	var n int
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from pgrun.jobs`).Scan(&n))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.jobs`).Scan(&n))
 	require.Equal(t, 2+3, n, "held, done, and a, c, e")
 
 	// The Go client, the same batch shape.
-	jobs, err := pgrun.EnqueueMany(b.ctx, b.pool, []pgrun.JobSpec{
+	jobs, err := pgrun.EnqueueMany(b.Ctx, b.Pool, []pgrun.JobSpec{
 		{Kind: "a"}, {Kind: "b", UniqueKey: "held"}, {Kind: "c", UniqueKey: "go"}, {Kind: "d", UniqueKey: "go"},
 		{Kind: "e"}, {Kind: "f", UniqueKey: "done", UniqueWindow: time.Hour},
 		{Kind: "g", UniqueKey: "go", ReplaceDuplicate: true, Args: map[string]int{"v": 3}},
@@ -333,7 +334,7 @@ func TestBatchAnswersInOrderAndFlagsDuplicates(t *testing.T) {
 	require.JSONEq(t, `{"v": 3}`, string(jobs[6].Args))
 
 	// Enqueue, one spec: the same flag.
-	again, err := pgrun.Enqueue(b.ctx, b.pool, "sync", nil, pgrun.UniqueKey("held"))
+	again, err := pgrun.Enqueue(b.Ctx, b.Pool, "sync", nil, pgrun.UniqueKey("held"))
 	require.NoError(t, err)
 	require.True(t, again.Deduplicated)
 	require.Equal(t, held.ID, again.ID)
@@ -343,9 +344,9 @@ func TestBatchAnswersInOrderAndFlagsDuplicates(t *testing.T) {
 // the same order, of the same types. A migration that adds a column to pgrun.jobs
 // and not to the type fails here (and every enqueue would fail at run time).
 func TestEnqueuedFollowsTheJobsTable(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	list := func(rel string) []string {
-		rows, err := b.pool.Query(b.ctx, `select a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
+		rows, err := b.Pool.Query(b.Ctx, `select a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
 			from pg_attribute a where a.attrelid = $1::regclass and a.attnum > 0 and not a.attisdropped
 			order by a.attnum`, rel)
 		require.NoError(t, err)
@@ -359,10 +360,10 @@ func TestEnqueuedFollowsTheJobsTable(t *testing.T) {
 // `runner enqueue` says when the job it reports was not enqueued because another
 // holds the unique key, and names that job.
 func TestRunnerEnqueuePrintsDuplicates(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	run := func() string {
-		out, err := exec.CommandContext(b.ctx, runnerBin, "enqueue", "sync", `{"n": 1}`, "--unique-key", "nightly",
-			"--database-url", b.url).CombinedOutput()
+		out, err := exec.CommandContext(b.Ctx, runnerBin, "enqueue", "sync", `{"n": 1}`, "--unique-key", "nightly",
+			"--database-url", b.URL).CombinedOutput()
 		require.NoError(t, err, "%s", out)
 		return string(out)
 	}
@@ -374,6 +375,6 @@ func TestRunnerEnqueuePrintsDuplicates(t *testing.T) {
 	require.Contains(t, second, "duplicate")
 	require.Contains(t, second, `"nightly"`)
 	var n int
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from pgrun.jobs`).Scan(&n))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.jobs`).Scan(&n))
 	require.Equal(t, 1, n)
 }

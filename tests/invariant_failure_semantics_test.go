@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/testkit"
 	"github.com/pgrun/pgrun/runner"
 )
 
@@ -17,20 +18,20 @@ import (
 // only the kinds a worker handles, so the job stays queued (for a runner that does),
 // and queue_stats counts it as unhandled.
 func TestUnknownKindsStayQueued(t *testing.T) {
-	b := setup(t)
-	r := newRunner(b.pool, runner.Config{})
-	startRunner(t, r)
+	b := testkit.Setup(t)
+	r := testkit.NewRunner(b.Pool, runner.Config{})
+	testkit.StartRunner(t, r)
 	var resize int64
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select id from pgrun.enqueue_job('resize', '{"w": 64}')`).Scan(&resize))
-	echo, err := pgrun.Enqueue(b.ctx, b.pool, runner.KindEcho, map[string]any{"after": "resize"})
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select id from pgrun.enqueue_job('resize', '{"w": 64}')`).Scan(&resize))
+	echo, err := pgrun.Enqueue(b.Ctx, b.Pool, runner.KindEcho, map[string]any{"after": "resize"})
 	require.NoError(t, err)
-	eventually(t, 10*time.Second, "the echo job ran", func() bool { return jobStatus(t, b, echo.ID) == pgrun.StatusSucceeded })
-	eventually(t, 10*time.Second, "the runner advertised its kinds", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the echo job ran", func() bool { return testkit.JobStatus(t, b, echo.ID) == pgrun.StatusSucceeded })
+	testkit.Eventually(t, 10*time.Second, "the runner advertised its kinds", func() bool {
 		var unhandled int64
-		require.NoError(t, b.pool.QueryRow(b.ctx, `select unhandled from pgrun.queue_stats where queue = 'default'`).Scan(&unhandled))
+		require.NoError(t, b.Pool.QueryRow(b.Ctx, `select unhandled from pgrun.queue_stats where queue = 'default'`).Scan(&unhandled))
 		return unhandled == 1
 	})
-	j, err := pgrun.GetJob(b.ctx, b.pool, resize)
+	j, err := pgrun.GetJob(b.Ctx, b.Pool, resize)
 	require.NoError(t, err)
 	require.Equal(t, pgrun.StatusQueued, j.Status)
 	require.Zero(t, j.Attempt, "never claimed")
@@ -38,10 +39,10 @@ func TestUnknownKindsStayQueued(t *testing.T) {
 
 	// From SQL: a worker in any language passes its kinds.
 	var none int
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from pgrun.claim_jobs('default', 'py-worker', 10, kinds => array['echo'])`).Scan(&none))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.claim_jobs('default', 'py-worker', 10, kinds => array['echo'])`).Scan(&none))
 	require.Zero(t, none, "nothing of other kinds")
 	var got int64
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select id from pgrun.claim_jobs('default', 'py-worker', 10, kinds => array['resize'])`).Scan(&got))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select id from pgrun.claim_jobs('default', 'py-worker', 10, kinds => array['resize'])`).Scan(&got))
 	require.Equal(t, resize, got)
 }
 
@@ -49,51 +50,51 @@ func TestUnknownKindsStayQueued(t *testing.T) {
 // character in a string) fails that job alone, for good, with class bad_result and
 // the server's reason; the other jobs of the batch complete once.
 func TestBadResultFailsOnlyItsJob(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	gate := make(chan struct{})
-	r := newRunner(b.pool, runner.Config{Queues: map[string]runner.QueueConfig{"default": {Workers: 30}}})
-	handle(t, r, "result", func(ctx context.Context, j *runner.Job[struct{ Bad bool }]) (any, error) {
+	r := testkit.NewRunner(b.Pool, runner.Config{Queues: map[string]runner.QueueConfig{"default": {Workers: 30}}})
+	testkit.Handle(t, r, "result", func(ctx context.Context, j *runner.Job[struct{ Bad bool }]) (any, error) {
 		<-gate // finish together, so the completions share a batch
 		if j.Args.Bad {
 			return map[string]string{"text": "nul \x00 here"}, nil
 		}
 		return map[string]int{"ok": 1}, nil
 	})
-	startRunner(t, r)
+	testkit.StartRunner(t, r)
 	specs := make([]pgrun.JobSpec, 28)
 	for i := range specs {
 		specs[i] = pgrun.JobSpec{Kind: "result", Args: map[string]bool{"Bad": i == 13}}
 	}
-	jobs, err := pgrun.EnqueueMany(b.ctx, b.pool, specs)
+	jobs, err := pgrun.EnqueueMany(b.Ctx, b.Pool, specs)
 	require.NoError(t, err)
-	eventually(t, 10*time.Second, "all running", func() bool { return countStatus(t, b, pgrun.StatusRunning) == 28 })
+	testkit.Eventually(t, 10*time.Second, "all running", func() bool { return testkit.CountStatus(t, b, pgrun.StatusRunning) == 28 })
 	close(gate)
-	eventually(t, 15*time.Second, "all finished", func() bool {
-		return countStatus(t, b, pgrun.StatusSucceeded)+countStatus(t, b, pgrun.StatusFailed) == 28
+	testkit.Eventually(t, 15*time.Second, "all finished", func() bool {
+		return testkit.CountStatus(t, b, pgrun.StatusSucceeded)+testkit.CountStatus(t, b, pgrun.StatusFailed) == 28
 	})
-	require.Equal(t, 27, countStatus(t, b, pgrun.StatusSucceeded))
-	bad, err := pgrun.GetJob(b.ctx, b.pool, jobs[13].ID)
+	require.Equal(t, 27, testkit.CountStatus(t, b, pgrun.StatusSucceeded))
+	bad, err := pgrun.GetJob(b.Ctx, b.Pool, jobs[13].ID)
 	require.NoError(t, err)
 	require.Equal(t, pgrun.StatusFailed, bad.Status)
 	require.Contains(t, string(bad.Error), `"class": "bad_result"`)
 	require.Contains(t, string(bad.Error), "unsupported Unicode escape sequence", "the server's own reason")
 	var attempts int
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select max(attempt) from pgrun.jobs`).Scan(&attempts))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select max(attempt) from pgrun.jobs`).Scan(&attempts))
 	require.Equal(t, 1, attempts, "nothing ran twice")
 }
 
 // A result over max_json_bytes fails its job (bad_result) inside complete_jobs; the
 // other jobs of the call succeed.
 func TestOversizeResultFailsOnlyItsJob(t *testing.T) {
-	b := setup(t)
-	_, err := b.pool.Exec(b.ctx, `select pgrun.enqueue_job('noop') from generate_series(1, 3)`)
+	b := testkit.Setup(t)
+	_, err := b.Pool.Exec(b.Ctx, `select pgrun.enqueue_job('noop') from generate_series(1, 3)`)
 	require.NoError(t, err)
-	claims := kitClaimN(t, b.pool, "default", "w", 3, "30 seconds")
+	claims := testkit.ClaimN(t, b.Pool, "default", "w", 3, "30 seconds")
 	require.Len(t, claims, 3)
 	var finished []int64
-	rows, err := b.pool.Query(b.ctx, `select pgrun.complete_jobs(array[$1, $2, $3]::bigint[], array[$4, $5, $6]::int[],
+	rows, err := b.Pool.Query(b.Ctx, `select pgrun.complete_jobs(array[$1, $2, $3]::bigint[], array[$4, $5, $6]::int[],
 		array['{"ok": 1}', jsonb_build_object('big', (select string_agg(md5(i::text), '') from generate_series(1, 40000) i)), null]::jsonb[])`,
-		claims[0].id, claims[1].id, claims[2].id, claims[0].attempt, claims[1].attempt, claims[2].attempt)
+		claims[0].ID, claims[1].ID, claims[2].ID, claims[0].Attempt, claims[1].Attempt, claims[2].Attempt)
 	require.NoError(t, err)
 	for rows.Next() {
 		var id int64
@@ -101,10 +102,10 @@ func TestOversizeResultFailsOnlyItsJob(t *testing.T) {
 		finished = append(finished, id)
 	}
 	require.NoError(t, rows.Err())
-	require.ElementsMatch(t, []int64{claims[0].id, claims[1].id, claims[2].id}, finished)
-	require.Equal(t, pgrun.StatusSucceeded, jobStatus(t, b, claims[0].id))
-	require.Equal(t, pgrun.StatusSucceeded, jobStatus(t, b, claims[2].id))
-	j, err := pgrun.GetJob(b.ctx, b.pool, claims[1].id)
+	require.ElementsMatch(t, []int64{claims[0].ID, claims[1].ID, claims[2].ID}, finished)
+	require.Equal(t, pgrun.StatusSucceeded, testkit.JobStatus(t, b, claims[0].ID))
+	require.Equal(t, pgrun.StatusSucceeded, testkit.JobStatus(t, b, claims[2].ID))
+	j, err := pgrun.GetJob(b.Ctx, b.Pool, claims[1].ID)
 	require.NoError(t, err)
 	require.Equal(t, pgrun.StatusFailed, j.Status)
 	require.Contains(t, string(j.Error), `"class": "bad_result"`)
@@ -114,7 +115,7 @@ func TestOversizeResultFailsOnlyItsJob(t *testing.T) {
 // Retryability is decided in SQL from the class a worker reports: permanent classes
 // end the job whatever attempts are left; others retry; retryable => false forces it.
 func TestPermanentClassesAreDecidedInSQL(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	for _, tc := range []struct {
 		error     string
 		retryable string
@@ -128,14 +129,14 @@ func TestPermanentClassesAreDecidedInSQL(t *testing.T) {
 		{`{"message": "plain"}`, "false", pgrun.StatusFailed},
 	} {
 		var id int64
-		require.NoError(t, b.pool.QueryRow(b.ctx, `select id from pgrun.enqueue_job('noop', queue => 'perm')`).Scan(&id))
-		c := kitClaimN(t, b.pool, "perm", "w", 1, "30 seconds")
+		require.NoError(t, b.Pool.QueryRow(b.Ctx, `select id from pgrun.enqueue_job('noop', queue => 'perm')`).Scan(&id))
+		c := testkit.ClaimN(t, b.Pool, "perm", "w", 1, "30 seconds")
 		require.Len(t, c, 1)
 		var status string
-		require.NoError(t, b.pool.QueryRow(b.ctx, `select status::text from pgrun.fail_job($1, $2, $3::jsonb, $4::boolean)`,
-			c[0].id, c[0].attempt, tc.error, nilIfNull(tc.retryable)).Scan(&status))
+		require.NoError(t, b.Pool.QueryRow(b.Ctx, `select status::text from pgrun.fail_job($1, $2, $3::jsonb, $4::boolean)`,
+			c[0].ID, c[0].Attempt, tc.error, nilIfNull(tc.retryable)).Scan(&status))
 		require.Equal(t, string(tc.want), status, "%s retryable=%s", tc.error, tc.retryable)
-		_, err := b.pool.Exec(b.ctx, `delete from pgrun.jobs where id = $1`, id)
+		_, err := b.Pool.Exec(b.Ctx, `delete from pgrun.jobs where id = $1`, id)
 		require.NoError(t, err)
 	}
 }
@@ -150,25 +151,25 @@ func nilIfNull(s string) *string {
 // Every job gets a wall-clock backstop: the queue's default_timeout, else an hour;
 // 0 means none, for a job or a queue.
 func TestDefaultTimeoutBackstop(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	timeoutOf := func(sql string) *string {
 		var s *string
-		require.NoError(t, b.pool.QueryRow(b.ctx, `select timeout::text from (`+sql+`) j`).Scan(&s))
+		require.NoError(t, b.Pool.QueryRow(b.Ctx, `select timeout::text from (`+sql+`) j`).Scan(&s))
 		return s
 	}
 	require.Equal(t, "01:00:00", *timeoutOf(`select * from pgrun.enqueue_job('noop')`))
 	require.Equal(t, "00:05:00", *timeoutOf(`select * from pgrun.enqueue_job('noop', timeout => '5 minutes')`))
 	require.Nil(t, timeoutOf(`select * from pgrun.enqueue_job('noop', timeout => '0')`), "0: no timeout")
-	_, err := b.pool.Exec(b.ctx, `select pgrun.set_queue('slow', default_timeout => '0'), pgrun.set_queue('quick', default_timeout => '10 seconds')`)
+	_, err := b.Pool.Exec(b.Ctx, `select pgrun.set_queue('slow', default_timeout => '0'), pgrun.set_queue('quick', default_timeout => '10 seconds')`)
 	require.NoError(t, err)
 	require.Nil(t, timeoutOf(`select * from pgrun.enqueue_job('noop', queue => 'slow')`))
 	require.Equal(t, "00:00:10", *timeoutOf(`select * from pgrun.enqueue_job('noop', queue => 'quick')`))
 	require.Equal(t, "00:02:00", *timeoutOf(`select * from pgrun.enqueue_job('noop', queue => 'slow', timeout => '2 minutes')`))
 
-	job, err := pgrun.Enqueue(b.ctx, b.pool, "noop", nil, pgrun.Timeout(pgrun.NoTimeout))
+	job, err := pgrun.Enqueue(b.Ctx, b.Pool, "noop", nil, pgrun.Timeout(pgrun.NoTimeout))
 	require.NoError(t, err)
 	require.Nil(t, job.Timeout)
-	job, err = pgrun.Enqueue(b.ctx, b.pool, "noop", nil)
+	job, err = pgrun.Enqueue(b.Ctx, b.Pool, "noop", nil)
 	require.NoError(t, err)
 	require.Equal(t, time.Hour, *job.Timeout)
 }
@@ -177,35 +178,35 @@ func TestDefaultTimeoutBackstop(t *testing.T) {
 // and what is left of its children is cancelled; while children keep finishing it is
 // spared (a finishing child is its sign of life).
 func TestWaitingParentTimesOut(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	t0 := time.Date(2031, 3, 1, 0, 0, 0, 0, time.UTC)
-	c := pinnedClock(t, b, t0)
+	c := testkit.PinClock(t, b, t0)
 	var pid int64
 	var pattempt int
-	c.queryRow(`select id from pgrun.enqueue_job('coordinator', queue => 'coord', timeout => '10 minutes')`, nil, &pid)
-	c.queryRow(`select attempt from pgrun.claim_jobs('coord', 'w', 1)`, nil, &pattempt)
-	c.exec(`select pgrun.defer_job($1, $2, '[{"kind": "part", "queue": "nobody"}, {"kind": "part", "queue": "nobody"}, {"kind": "part", "queue": "nobody"}]')`, pid, pattempt)
+	c.QueryRow(`select id from pgrun.enqueue_job('coordinator', queue => 'coord', timeout => '10 minutes')`, nil, &pid)
+	c.QueryRow(`select attempt from pgrun.claim_jobs('coord', 'w', 1)`, nil, &pattempt)
+	c.Exec(`select pgrun.defer_job($1, $2, '[{"kind": "part", "queue": "nobody"}, {"kind": "part", "queue": "nobody"}, {"kind": "part", "queue": "nobody"}]')`, pid, pattempt)
 
 	// One child finishes at +9 min: at +15 min the parent is past its timeout but
 	// showed life 6 minutes ago, within a 10-minute stall window.
-	c.set(t0.Add(9 * time.Minute))
-	c.exec(`select pgrun.complete_jobs(array_agg(id), array_agg(attempt)) from pgrun.claim_jobs('nobody', 'w', 1)`)
-	c.set(t0.Add(15 * time.Minute))
-	c.exec(`select pgrun.maintain(stall_window => '10 minutes')`)
-	require.Equal(t, pgrun.StatusWaiting, jobStatus(t, b, pid))
+	c.Set(t0.Add(9 * time.Minute))
+	c.Exec(`select pgrun.complete_jobs(array_agg(id), array_agg(attempt)) from pgrun.claim_jobs('nobody', 'w', 1)`)
+	c.Set(t0.Add(15 * time.Minute))
+	c.Exec(`select pgrun.maintain(stall_window => '10 minutes')`)
+	require.Equal(t, pgrun.StatusWaiting, testkit.JobStatus(t, b, pid))
 
-	c.set(t0.Add(20 * time.Minute))
+	c.Set(t0.Add(20 * time.Minute))
 	var out string
-	c.queryRow(`select pgrun.maintain(stall_window => '10 minutes')::text`, nil, &out)
+	c.QueryRow(`select pgrun.maintain(stall_window => '10 minutes')::text`, nil, &out)
 	require.Contains(t, out, `"timed_out": 1`)
-	p, err := pgrun.GetJob(b.ctx, b.pool, pid)
+	p, err := pgrun.GetJob(b.Ctx, b.Pool, pid)
 	require.NoError(t, err)
 	require.Equal(t, pgrun.StatusFailed, p.Status)
 	require.Contains(t, string(p.Error), `"class": "timeout"`)
 	var cancelled, events int
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from pgrun.jobs where parent_id = $1 and status = 'cancelled'`, pid).Scan(&cancelled))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.jobs where parent_id = $1 and status = 'cancelled'`, pid).Scan(&cancelled))
 	require.Equal(t, 2, cancelled, "what was left of its children")
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from pgrun.job_events where job_id = $1
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.job_events where job_id = $1
 		and event = 'job.failed' and fields ->> 'class' = 'timeout' and message like 'waited%'`, pid).Scan(&events))
 	require.Equal(t, 1, events)
 }
@@ -214,8 +215,8 @@ func TestWaitingParentTimesOut(t *testing.T) {
 // parent_id that does not exist and a run_at of +-infinity are refused with a clear
 // error, and nothing is written.
 func TestOrphansAndInfinitiesAreRefused(t *testing.T) {
-	b := setup(t)
-	before := kitCounts(t, b.pool)
+	b := testkit.Setup(t)
+	before := testkit.Counts(t, b.Pool)
 	for _, tc := range []struct{ sql, code, says string }{
 		{`select pgrun.emit(987654, 'note')`, "P0002", "job 987654 does not exist"},
 		{`insert into pgrun.job_events (job_id, event) values (987654, 'note')`, "23503", "job_events_job_fk"},
@@ -226,58 +227,58 @@ func TestOrphansAndInfinitiesAreRefused(t *testing.T) {
 		{`select pgrun.enqueue_jobs('[{"kind": "noop", "run_at": "infinity"}]')`, "22023", "not a finite time"},
 		{`select pgrun.enqueue_job('noop', args => jsonb_build_object('blob', repeat(md5('x'), 40000)))`, "22023", "over the limit of 1048576 bytes"},
 	} {
-		_, err := b.pool.Exec(b.ctx, tc.sql)
-		pe := kitPgError(t, err, tc.sql)
+		_, err := b.Pool.Exec(b.Ctx, tc.sql)
+		pe := testkit.PgError(t, err, tc.sql)
 		require.Equal(t, tc.code, pe.Code, tc.sql)
 		require.Contains(t, pe.Message+pe.ConstraintName, tc.says, tc.sql)
 	}
-	require.Equal(t, before, kitCounts(t, b.pool))
+	require.Equal(t, before, testkit.Counts(t, b.Pool))
 }
 
 // Worker control off is carried out by SQL: the host's running jobs of the queue are
 // requeued at once without spending an attempt, and each worker is told on
 // pgrun_cancel. A worker in any language gets it by honouring the notification.
 func TestWorkerControlOffRequeuesInSQL(t *testing.T) {
-	b := setup(t)
-	_, err := b.pool.Exec(b.ctx, `select pgrun.worker_heartbeat('py-1', 'host-y', 1, array['default', 'other'])`)
+	b := testkit.Setup(t)
+	_, err := b.Pool.Exec(b.Ctx, `select pgrun.worker_heartbeat('py-1', 'host-y', 1, array['default', 'other'])`)
 	require.NoError(t, err)
-	_, err = b.pool.Exec(b.ctx, `select pgrun.enqueue_job('noop'), pgrun.enqueue_job('noop', queue => 'other')`)
+	_, err = b.Pool.Exec(b.Ctx, `select pgrun.enqueue_job('noop'), pgrun.enqueue_job('noop', queue => 'other')`)
 	require.NoError(t, err)
-	mine := kitClaimN(t, b.pool, "default", "py-1", 1, "30 seconds")
-	other := kitClaimN(t, b.pool, "other", "py-1", 1, "30 seconds")
+	mine := testkit.ClaimN(t, b.Pool, "default", "py-1", 1, "30 seconds")
+	other := testkit.ClaimN(t, b.Pool, "other", "py-1", 1, "30 seconds")
 	require.Len(t, mine, 1)
 	require.Len(t, other, 1)
-	l := kitListen(t, b, "pgrun_cancel")
+	l := testkit.Listen(t, b, "pgrun_cancel")
 
-	_, err = b.pool.Exec(b.ctx, `select pgrun.set_worker_control('host-y', 'default', 'off')`)
+	_, err = b.Pool.Exec(b.Ctx, `select pgrun.set_worker_control('host-y', 'default', 'off')`)
 	require.NoError(t, err)
-	j, err := pgrun.GetJob(b.ctx, b.pool, mine[0].id)
+	j, err := pgrun.GetJob(b.Ctx, b.Pool, mine[0].ID)
 	require.NoError(t, err)
 	require.Equal(t, pgrun.StatusQueued, j.Status)
 	require.Zero(t, j.Failures, "no attempt spent")
-	require.Equal(t, pgrun.StatusRunning, jobStatus(t, b, other[0].id), "other queues go on")
-	n := kitNextNotification(t, l, 5*time.Second)
+	require.Equal(t, pgrun.StatusRunning, testkit.JobStatus(t, b, other[0].ID), "other queues go on")
+	n := testkit.NextNotification(t, l, 5*time.Second)
 	require.Equal(t, kitCancelPayload(mine[0]), n.Payload)
 	var events int
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from pgrun.job_events where job_id = $1 and event = 'job.requeued'`, mine[0].id).Scan(&events))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.job_events where job_id = $1 and event = 'job.requeued'`, mine[0].ID).Scan(&events))
 	require.Equal(t, 1, events)
 }
 
-func kitCancelPayload(c kitClaim) string { return fmt.Sprintf("%d:%d", c.id, c.attempt) }
+func kitCancelPayload(c testkit.Claim) string { return fmt.Sprintf("%d:%d", c.ID, c.Attempt) }
 
 // Model affinity is a tiebreak within priority, not above it: a warm job at
 // priority 100 does not go before a cold job at priority 0; within a priority the
 // warm job goes first.
 func TestAffinityIsATiebreakWithinPriority(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	var coldUrgent, warmLate, coldLate, warmLate2 int64
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select id from pgrun.enqueue_job('embed', queue => 'gpu', priority => 100, model => 'm1')`).Scan(&warmLate))
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select id from pgrun.enqueue_job('embed', queue => 'gpu', priority => 0)`).Scan(&coldUrgent))
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select id from pgrun.enqueue_job('embed', queue => 'gpu', priority => 100)`).Scan(&coldLate))
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select id from pgrun.enqueue_job('embed', queue => 'gpu', priority => 100, model => 'm1')`).Scan(&warmLate2))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select id from pgrun.enqueue_job('embed', queue => 'gpu', priority => 100, model => 'm1')`).Scan(&warmLate))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select id from pgrun.enqueue_job('embed', queue => 'gpu', priority => 0)`).Scan(&coldUrgent))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select id from pgrun.enqueue_job('embed', queue => 'gpu', priority => 100)`).Scan(&coldLate))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select id from pgrun.enqueue_job('embed', queue => 'gpu', priority => 100, model => 'm1')`).Scan(&warmLate2))
 	claim := func() int64 {
 		var id int64
-		require.NoError(t, b.pool.QueryRow(b.ctx, `select id from pgrun.claim_jobs('gpu', 'g', 1, null, array['m1'])`).Scan(&id))
+		require.NoError(t, b.Pool.QueryRow(b.Ctx, `select id from pgrun.claim_jobs('gpu', 'g', 1, null, array['m1'])`).Scan(&id))
 		return id
 	}
 	require.Equal(t, coldUrgent, claim(), "priority first")
@@ -288,7 +289,7 @@ func TestAffinityIsATiebreakWithinPriority(t *testing.T) {
 
 // runner.Config is validated by runner.New, with one readable error naming the field.
 func TestRunnerConfigIsValidated(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	for _, tc := range []struct {
 		cfg  runner.Config
 		says string
@@ -303,7 +304,7 @@ func TestRunnerConfigIsValidated(t *testing.T) {
 		if tc.cfg.Queues == nil {
 			tc.cfg.Queues = map[string]runner.QueueConfig{"default": {Workers: 8}}
 		}
-		_, err := runner.New(b.pool, tc.cfg)
+		_, err := runner.New(b.Pool, tc.cfg)
 		require.ErrorContains(t, err, tc.says)
 		require.NotContains(t, err.Error(), "\n")
 	}

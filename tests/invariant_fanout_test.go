@@ -10,63 +10,64 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/testkit"
 	"github.com/pgrun/pgrun/runner"
 )
 
 // claimParent enqueues and claims a coordinator job.
-func claimParent(t *testing.T, b *bundle) (int64, int) {
+func claimParent(t *testing.T, b *testkit.DB) (int64, int) {
 	t.Helper()
-	_, err := pgrun.Enqueue(b.ctx, b.pool, "coordinator", nil, pgrun.Queue("coord"))
+	_, err := pgrun.Enqueue(b.Ctx, b.Pool, "coordinator", nil, pgrun.Queue("coord"))
 	require.NoError(t, err)
 	var id int64
 	var attempt int
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select id, attempt from pgrun.claim_jobs('coord', 'w', 1)`).Scan(&id, &attempt))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select id, attempt from pgrun.claim_jobs('coord', 'w', 1)`).Scan(&id, &attempt))
 	return id, attempt
 }
 
 // Deferring inserts the children and parks the parent in one step: a bad child spec
 // rejects the whole defer and leaves the parent running with no children.
 func TestDeferIsAtomic(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	id, attempt := claimParent(t, b)
-	before := rowJSON(t, b.pool, id)
-	_, err := b.pool.Exec(b.ctx, `select pgrun.defer_job($1, $2, '[{"kind": "part"}, {"kind": "part", "queue": "Bad Queue"}]')`, id, attempt)
-	require.Equal(t, "22023", sqlState(err))
-	require.Equal(t, before, rowJSON(t, b.pool, id))
+	before := testkit.RowJSON(t, b.Pool, id)
+	_, err := b.Pool.Exec(b.Ctx, `select pgrun.defer_job($1, $2, '[{"kind": "part"}, {"kind": "part", "queue": "Bad Queue"}]')`, id, attempt)
+	require.Equal(t, "22023", testkit.SQLState(err))
+	require.Equal(t, before, testkit.RowJSON(t, b.Pool, id))
 	var children int
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from pgrun.jobs where parent_id = $1`, id).Scan(&children))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.jobs where parent_id = $1`, id).Scan(&children))
 	require.Zero(t, children)
 
 	var status string
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select status from pgrun.defer_job($1, $2, '[{"kind": "part"}, {"kind": "part"}, {"kind": "part"}]')`, id, attempt).Scan(&status))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select status from pgrun.defer_job($1, $2, '[{"kind": "part"}, {"kind": "part"}, {"kind": "part"}]')`, id, attempt).Scan(&status))
 	require.Equal(t, "waiting", status)
-	j, err := pgrun.GetJob(b.ctx, b.pool, id)
+	j, err := pgrun.GetJob(b.Ctx, b.Pool, id)
 	require.NoError(t, err)
 	require.EqualValues(t, 3, *j.ProgressTotal)
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from pgrun.jobs where parent_id = $1 and status = 'queued'`, id).Scan(&children))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.jobs where parent_id = $1 and status = 'queued'`, id).Scan(&children))
 	require.Equal(t, 3, children)
 	// A duplicate defer is stale.
 	var isNull bool
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select pgrun.defer_job($1, $2, '[{"kind": "part"}]') is null`, id, attempt).Scan(&isNull))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select pgrun.defer_job($1, $2, '[{"kind": "part"}]') is null`, id, attempt).Scan(&isNull))
 	require.True(t, isNull)
 }
 
 // Each child that succeeds moves the parent's progress; the parent succeeds with the
 // last one.
 func TestFanInCountsChildrenAndFinishesParent(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	id, attempt := claimParent(t, b)
-	_, err := b.pool.Exec(b.ctx, `select pgrun.defer_job($1, $2, '[{"kind": "part"}, {"kind": "part"}, {"kind": "part"}]')`, id, attempt)
+	_, err := b.Pool.Exec(b.Ctx, `select pgrun.defer_job($1, $2, '[{"kind": "part"}, {"kind": "part"}, {"kind": "part"}]')`, id, attempt)
 	require.NoError(t, err)
 	n := 0
-	drive(t, b, func(c claimed) outcome {
+	testkit.Drive(t, b, func(c testkit.Claimed) testkit.Outcome {
 		n++
-		j, err := pgrun.GetJob(b.ctx, b.pool, id)
+		j, err := pgrun.GetJob(b.Ctx, b.Pool, id)
 		require.NoError(t, err)
 		require.EqualValues(t, n-1, j.ProgressCurrent, "progress before child %d", n)
-		return succeed(c)
+		return testkit.Succeed(c)
 	})
-	j, err := pgrun.GetJob(b.ctx, b.pool, id)
+	j, err := pgrun.GetJob(b.Ctx, b.Pool, id)
 	require.NoError(t, err)
 	require.Equal(t, pgrun.StatusSucceeded, j.Status)
 	require.EqualValues(t, 3, j.ProgressCurrent)
@@ -76,54 +77,54 @@ func TestFanInCountsChildrenAndFinishesParent(t *testing.T) {
 // The parent fails as soon as the failed share reaches its failure_ratio, keeps the
 // first three distinct child errors, and cancels the children still unfinished.
 func TestFailureRatioFailsParentEarly(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	id, attempt := claimParent(t, b)
-	_, err := b.pool.Exec(b.ctx, `select pgrun.defer_job($1, $2, (select jsonb_agg(jsonb_build_object('kind', 'part', 'args', jsonb_build_object('n', i))) from generate_series(1, 10) i), 0.3)`, id, attempt)
+	_, err := b.Pool.Exec(b.Ctx, `select pgrun.defer_job($1, $2, (select jsonb_agg(jsonb_build_object('kind', 'part', 'args', jsonb_build_object('n', i))) from generate_series(1, 10) i), 0.3)`, id, attempt)
 	require.NoError(t, err)
 	// Fail children one by one: errors "e1", "e1", "e2" -> 3 of 10 = 0.3 -> parent fails.
 	for i, msg := range []string{"e1", "e1", "e2"} {
 		c := claimOneClaimed(t, b)
-		report(t, b, c, outcome{fail: msg, permanent: true})
+		testkit.Report(t, b, c, testkit.Outcome{Fail: msg, Permanent: true})
 		if i < 2 {
-			require.Equal(t, pgrun.StatusWaiting, jobStatus(t, b, id))
+			require.Equal(t, pgrun.StatusWaiting, testkit.JobStatus(t, b, id))
 		}
 	}
-	j, err := pgrun.GetJob(b.ctx, b.pool, id)
+	j, err := pgrun.GetJob(b.Ctx, b.Pool, id)
 	require.NoError(t, err)
 	require.Equal(t, pgrun.StatusFailed, j.Status)
 	require.Contains(t, string(j.Error), `"child_errors": ["e1", "e2"]`)
 	var cancelled int
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from pgrun.jobs where parent_id = $1 and status = 'cancelled'`, id).Scan(&cancelled))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.jobs where parent_id = $1 and status = 'cancelled'`, id).Scan(&cancelled))
 	require.Equal(t, 7, cancelled)
 }
 
 // claimOneClaimed claims one job of queue default.
-func claimOneClaimed(t *testing.T, b *bundle) claimed {
+func claimOneClaimed(t *testing.T, b *testkit.DB) testkit.Claimed {
 	t.Helper()
-	var c claimed
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select id, attempt, kind from pgrun.claim_jobs('default', 'w', 1)`).Scan(&c.ID, &c.Attempt, &c.Kind))
+	var c testkit.Claimed
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select id, attempt, kind from pgrun.claim_jobs('default', 'w', 1)`).Scan(&c.ID, &c.Attempt, &c.Kind))
 	return c
 }
 
 // Cancelling a parent cancels its unfinished descendants, grandchildren included.
 func TestCancelParentCascades(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	id, attempt := claimParent(t, b)
-	_, err := b.pool.Exec(b.ctx, `select pgrun.defer_job($1, $2, '[{"kind": "part", "queue": "coord"}, {"kind": "part"}]')`, id, attempt)
+	_, err := b.Pool.Exec(b.Ctx, `select pgrun.defer_job($1, $2, '[{"kind": "part", "queue": "coord"}, {"kind": "part"}]')`, id, attempt)
 	require.NoError(t, err)
 	// The first child becomes a coordinator itself.
 	var child int64
 	var cattempt int
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select id, attempt from pgrun.claim_jobs('coord', 'w', 1)`).Scan(&child, &cattempt))
-	_, err = b.pool.Exec(b.ctx, `select pgrun.defer_job($1, $2, '[{"kind": "grandchild"}]')`, child, cattempt)
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select id, attempt from pgrun.claim_jobs('coord', 'w', 1)`).Scan(&child, &cattempt))
+	_, err = b.Pool.Exec(b.Ctx, `select pgrun.defer_job($1, $2, '[{"kind": "grandchild"}]')`, child, cattempt)
 	require.NoError(t, err)
 
-	_, err = pgrun.Cancel(b.ctx, b.pool, id, "stop everything")
+	_, err = pgrun.Cancel(b.Ctx, b.Pool, id, "stop everything")
 	require.NoError(t, err)
 	var active int
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from pgrun.jobs where status in ('pending', 'queued', 'running', 'waiting')`).Scan(&active))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.jobs where status in ('pending', 'queued', 'running', 'waiting')`).Scan(&active))
 	require.Zero(t, active)
-	require.Equal(t, 4, countStatus(t, b, pgrun.StatusCancelled))
+	require.Equal(t, 4, testkit.CountStatus(t, b, pgrun.StatusCancelled))
 }
 
 // ResizeBatch is a coordinator's args with a preflight check.
@@ -141,10 +142,10 @@ func (a ResizeBatch) Validate() error {
 // A Go handler fans out with runner.Defer; the parent succeeds when its children
 // have. Args that fail Validate fail the job permanently before anything runs.
 func TestRunnerDeferAndPreflight(t *testing.T) {
-	b := setup(t)
-	r := newRunner(b.pool, runner.Config{})
+	b := testkit.Setup(t)
+	r := testkit.NewRunner(b.Pool, runner.Config{})
 	var bodies atomic.Int32
-	handle(t, r, "batch", func(_ context.Context, j *runner.Job[ResizeBatch]) (any, error) {
+	testkit.Handle(t, r, "batch", func(_ context.Context, j *runner.Job[ResizeBatch]) (any, error) {
 		bodies.Add(1)
 		children := make([]pgrun.JobSpec, len(j.Args.Images))
 		for i, img := range j.Args.Images {
@@ -152,16 +153,16 @@ func TestRunnerDeferAndPreflight(t *testing.T) {
 		}
 		return nil, runner.Defer(children...)
 	})
-	good, err := pgrun.Enqueue(b.ctx, b.pool, "batch", ResizeBatch{Images: []string{"a", "b", "c"}})
+	good, err := pgrun.Enqueue(b.Ctx, b.Pool, "batch", ResizeBatch{Images: []string{"a", "b", "c"}})
 	require.NoError(t, err)
-	bad, err := pgrun.Enqueue(b.ctx, b.pool, "batch", ResizeBatch{})
+	bad, err := pgrun.Enqueue(b.Ctx, b.Pool, "batch", ResizeBatch{})
 	require.NoError(t, err)
-	startRunner(t, r)
-	eventually(t, 15*time.Second, "both finished", func() bool {
-		return jobStatus(t, b, good.ID).Finished() && jobStatus(t, b, bad.ID).Finished()
+	testkit.StartRunner(t, r)
+	testkit.Eventually(t, 15*time.Second, "both finished", func() bool {
+		return testkit.JobStatus(t, b, good.ID).Finished() && testkit.JobStatus(t, b, bad.ID).Finished()
 	})
-	require.Equal(t, pgrun.StatusSucceeded, jobStatus(t, b, good.ID))
-	j, err := pgrun.GetJob(b.ctx, b.pool, bad.ID)
+	require.Equal(t, pgrun.StatusSucceeded, testkit.JobStatus(t, b, good.ID))
+	j, err := pgrun.GetJob(b.Ctx, b.Pool, bad.ID)
 	require.NoError(t, err)
 	require.Equal(t, pgrun.StatusFailed, j.Status)
 	require.Equal(t, 1, j.Attempt, "a failed preflight is not retried")
@@ -169,6 +170,6 @@ func TestRunnerDeferAndPreflight(t *testing.T) {
 	require.Contains(t, string(j.Error), `"class": "invalid_args"`)
 	require.EqualValues(t, 1, bodies.Load(), "the handler body never ran for the invalid job")
 	var children int
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from pgrun.jobs where parent_id = $1`, bad.ID).Scan(&children))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.jobs where parent_id = $1`, bad.ID).Scan(&children))
 	require.Zero(t, children)
 }

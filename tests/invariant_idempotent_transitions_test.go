@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/testkit"
 )
 
 // transition is one worker-side report, called with a job's (id, attempt).
@@ -27,40 +28,40 @@ var transitions = []transition{
 func TestTransitionsAreIdempotentAndStaleSafe(t *testing.T) {
 	for _, tr := range transitions {
 		t.Run(tr.name, func(t *testing.T) {
-			b := setup(t)
-			job, err := pgrun.Enqueue(b.ctx, b.pool, "noop", nil)
+			b := testkit.Setup(t)
+			job, err := pgrun.Enqueue(b.Ctx, b.Pool, "noop", nil)
 			require.NoError(t, err)
 
 			// Not running yet: nothing happens.
-			before, counts := rowJSON(t, b.pool, job.ID), tableCounts(t, b)
+			before, counts := testkit.RowJSON(t, b.Pool, job.ID), testkit.TableCounts(t, b)
 			var got *int64
-			require.NoError(t, b.pool.QueryRow(b.ctx, tr.sql, job.ID, 0).Scan(&got))
+			require.NoError(t, b.Pool.QueryRow(b.Ctx, tr.sql, job.ID, 0).Scan(&got))
 			require.Nil(t, got)
-			require.Equal(t, before, rowJSON(t, b.pool, job.ID))
+			require.Equal(t, before, testkit.RowJSON(t, b.Pool, job.ID))
 
-			id, attempt := claimOne(t, b.pool, "w1", "30 seconds")
+			id, attempt := testkit.ClaimOne(t, b.Pool, "w1", "30 seconds")
 			require.Equal(t, job.ID, id)
-			require.NoError(t, b.pool.QueryRow(b.ctx, tr.sql, id, attempt).Scan(&got))
+			require.NoError(t, b.Pool.QueryRow(b.Ctx, tr.sql, id, attempt).Scan(&got))
 			require.NotNil(t, got, "the first call applies")
-			after, counts := rowJSON(t, b.pool, id), tableCounts(t, b)
+			after, counts := testkit.RowJSON(t, b.Pool, id), testkit.TableCounts(t, b)
 
 			// The duplicate changes nothing.
-			require.NoError(t, b.pool.QueryRow(b.ctx, tr.sql, id, attempt).Scan(&got))
+			require.NoError(t, b.Pool.QueryRow(b.Ctx, tr.sql, id, attempt).Scan(&got))
 			require.Nil(t, got)
-			require.Equal(t, after, rowJSON(t, b.pool, id))
-			require.Equal(t, counts, tableCounts(t, b))
+			require.Equal(t, after, testkit.RowJSON(t, b.Pool, id))
+			require.Equal(t, counts, testkit.TableCounts(t, b))
 
 			// After a re-claim, the old attempt is stale.
-			if jobStatus(t, b, id) == pgrun.StatusQueued {
-				_, err := b.pool.Exec(b.ctx, `update pgrun.jobs set run_at = now() where id = $1`, id)
+			if testkit.JobStatus(t, b, id) == pgrun.StatusQueued {
+				_, err := b.Pool.Exec(b.Ctx, `update pgrun.jobs set run_at = now() where id = $1`, id)
 				require.NoError(t, err)
-				id2, attempt2 := claimOne(t, b.pool, "w2", "30 seconds")
+				id2, attempt2 := testkit.ClaimOne(t, b.Pool, "w2", "30 seconds")
 				require.Equal(t, id, id2)
 				require.Equal(t, attempt+1, attempt2)
-				reclaimed := rowJSON(t, b.pool, id)
-				require.NoError(t, b.pool.QueryRow(b.ctx, tr.sql, id, attempt).Scan(&got))
+				reclaimed := testkit.RowJSON(t, b.Pool, id)
+				require.NoError(t, b.Pool.QueryRow(b.Ctx, tr.sql, id, attempt).Scan(&got))
 				require.Nil(t, got, "a stale attempt changes nothing")
-				require.Equal(t, reclaimed, rowJSON(t, b.pool, id))
+				require.Equal(t, reclaimed, testkit.RowJSON(t, b.Pool, id))
 			}
 		})
 	}
@@ -69,21 +70,21 @@ func TestTransitionsAreIdempotentAndStaleSafe(t *testing.T) {
 // A retryable failure goes back to the queue after an exponential backoff with
 // jitter: the delay for failure n lies in [d/2, d] with d = 1 s * 2^(n-1).
 func TestFailJobBacksOffExponentiallyThenFails(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	c := pinnedClock(t, b, now)
-	c.exec(`select pgrun.enqueue_job('flaky', max_attempts => 5)`)
+	c := testkit.PinClock(t, b, now)
+	c.Exec(`select pgrun.enqueue_job('flaky', max_attempts => 5)`)
 	for n := 1; n <= 5; n++ {
-		c.set(now)
+		c.Set(now)
 		var id int64
 		var attempt int
-		c.queryRow(`select id, attempt from pgrun.claim_jobs('default', 'w', 1)`, nil, &id, &attempt)
+		c.QueryRow(`select id, attempt from pgrun.claim_jobs('default', 'w', 1)`, nil, &id, &attempt)
 		require.Equal(t, n, attempt)
 		var status string
 		var runAt time.Time
 		var failures int
 		var finished *time.Time
-		c.queryRow(`select status, run_at, failures, finished_at from pgrun.fail_job($1, $2, '{"message": "flaky", "class": "upstream"}')`,
+		c.QueryRow(`select status, run_at, failures, finished_at from pgrun.fail_job($1, $2, '{"message": "flaky", "class": "upstream"}')`,
 			[]any{id, attempt}, &status, &runAt, &failures, &finished)
 		require.Equal(t, n, failures)
 		if n < 5 {
@@ -100,7 +101,7 @@ func TestFailJobBacksOffExponentiallyThenFails(t *testing.T) {
 		}
 	}
 	var events, final int
-	c.queryRow(`select count(*), count(*) filter (where (fields->>'final')::bool and level = 'error')
+	c.QueryRow(`select count(*), count(*) filter (where (fields->>'final')::bool and level = 'error')
 		from pgrun.job_events where event = 'job.failed' and fields->>'class' = 'upstream'`, nil, &events, &final)
 	require.Equal(t, 5, events)
 	require.Equal(t, 1, final)
@@ -108,9 +109,9 @@ func TestFailJobBacksOffExponentiallyThenFails(t *testing.T) {
 
 // The backoff is capped: far into the retries the delay stays within an hour.
 func TestBackoffIsCapped(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	var lo, hi time.Duration
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select min(d), max(d) from (select pgrun.backoff(40) d from generate_series(1, 200)) s`).Scan(&lo, &hi))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select min(d), max(d) from (select pgrun.backoff(40) d from generate_series(1, 200)) s`).Scan(&lo, &hi))
 	require.GreaterOrEqual(t, lo, 30*time.Minute)
 	require.LessOrEqual(t, hi, time.Hour)
 	require.NotEqual(t, lo, hi, "jitter spreads retries")
@@ -119,30 +120,30 @@ func TestBackoffIsCapped(t *testing.T) {
 // A permanent failure ends the job at once, whatever attempts remain; retry_later and
 // requeue_job spend no attempt.
 func TestPermanentFailureAndFreeRequeues(t *testing.T) {
-	b := setup(t)
-	job, err := pgrun.Enqueue(b.ctx, b.pool, "noop", nil, pgrun.MaxAttempts(1))
+	b := testkit.Setup(t)
+	job, err := pgrun.Enqueue(b.Ctx, b.Pool, "noop", nil, pgrun.MaxAttempts(1))
 	require.NoError(t, err)
 	for range 3 {
-		id, attempt := claimOne(t, b.pool, "w", "30 seconds")
-		_, err := b.pool.Exec(b.ctx, `select pgrun.retry_later($1, $2, '0 s', 'later')`, id, attempt)
+		id, attempt := testkit.ClaimOne(t, b.Pool, "w", "30 seconds")
+		_, err := b.Pool.Exec(b.Ctx, `select pgrun.retry_later($1, $2, '0 s', 'later')`, id, attempt)
 		require.NoError(t, err)
-		id, attempt = claimOne(t, b.pool, "w", "30 seconds")
-		_, err = b.pool.Exec(b.ctx, `select pgrun.requeue_job($1, $2, 'shutdown')`, id, attempt)
+		id, attempt = testkit.ClaimOne(t, b.Pool, "w", "30 seconds")
+		_, err = b.Pool.Exec(b.Ctx, `select pgrun.requeue_job($1, $2, 'shutdown')`, id, attempt)
 		require.NoError(t, err)
 	}
-	j, err := pgrun.GetJob(b.ctx, b.pool, job.ID)
+	j, err := pgrun.GetJob(b.Ctx, b.Pool, job.ID)
 	require.NoError(t, err)
 	require.Equal(t, pgrun.StatusQueued, j.Status)
 	require.Equal(t, 6, j.Attempt)
 	require.Zero(t, j.Failures, "max_attempts 1 is still unspent")
 
-	perm, err := pgrun.Enqueue(b.ctx, b.pool, "other", nil, pgrun.Queue("perm"))
+	perm, err := pgrun.Enqueue(b.Ctx, b.Pool, "other", nil, pgrun.Queue("perm"))
 	require.NoError(t, err)
 	var id int64
 	var attempt int
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select id, attempt from pgrun.claim_jobs('perm', 'w', 1)`).Scan(&id, &attempt))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select id, attempt from pgrun.claim_jobs('perm', 'w', 1)`).Scan(&id, &attempt))
 	require.Equal(t, perm.ID, id)
 	var status string
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select status from pgrun.fail_job($1, $2, '{"message": "bad input"}', retryable => false)`, id, attempt).Scan(&status))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select status from pgrun.fail_job($1, $2, '{"message": "bad input"}', retryable => false)`, id, attempt).Scan(&status))
 	require.Equal(t, "failed", status)
 }

@@ -12,17 +12,18 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/testkit"
 	"github.com/pgrun/pgrun/runner"
 )
 
-func enqueueNoops(t *testing.T, b *bundle, n int) {
+func enqueueNoops(t *testing.T, b *testkit.DB, n int) {
 	t.Helper()
 	for done := 0; done < n; done += 5000 {
 		specs := make([]pgrun.JobSpec, min(5000, n-done))
 		for i := range specs {
 			specs[i] = pgrun.JobSpec{Kind: runner.KindNoop}
 		}
-		_, err := pgrun.EnqueueMany(b.ctx, b.pool, specs)
+		_, err := pgrun.EnqueueMany(b.Ctx, b.Pool, specs)
 		require.NoError(t, err)
 	}
 }
@@ -30,7 +31,7 @@ func enqueueNoops(t *testing.T, b *bundle, n int) {
 // Many claimers racing over one backlog never receive the same job: every job is
 // claimed exactly once.
 func TestConcurrentClaimersNeverClaimAJobTwice(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	jobs := 20000
 	if testing.Short() {
 		jobs = 4000
@@ -44,7 +45,7 @@ func TestConcurrentClaimersNeverClaimAJobTwice(t *testing.T) {
 		g.Go(func() error {
 			worker := fmt.Sprintf("w%d", w)
 			for {
-				rows, err := b.pool.Query(b.ctx, `select id, attempt from pgrun.claim_jobs('default', $1, 50)`, worker)
+				rows, err := b.Pool.Query(b.Ctx, `select id, attempt from pgrun.claim_jobs('default', $1, 50)`, worker)
 				if err != nil {
 					return err
 				}
@@ -61,7 +62,7 @@ func TestConcurrentClaimersNeverClaimAJobTwice(t *testing.T) {
 				}
 				if len(ids) == 0 {
 					var left int
-					if err := b.pool.QueryRow(b.ctx, `select count(*) from pgrun.jobs where status = 'queued'`).Scan(&left); err != nil {
+					if err := b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.jobs where status = 'queued'`).Scan(&left); err != nil {
 						return err
 					}
 					if left == 0 {
@@ -74,7 +75,7 @@ func TestConcurrentClaimersNeverClaimAJobTwice(t *testing.T) {
 					claims[id]++
 				}
 				mu.Unlock()
-				if _, err := b.pool.Exec(b.ctx, `select pgrun.complete_jobs($1, $2)`, ids, attempts); err != nil {
+				if _, err := b.Pool.Exec(b.Ctx, `select pgrun.complete_jobs($1, $2)`, ids, attempts); err != nil {
 					return err
 				}
 			}
@@ -87,14 +88,14 @@ func TestConcurrentClaimersNeverClaimAJobTwice(t *testing.T) {
 		require.Equal(t, 1, n, "job %d claimed %d times", id, n)
 	}
 	var succeeded, maxAttempt int
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) filter (where status = 'succeeded'), max(attempt) from pgrun.jobs`).Scan(&succeeded, &maxAttempt))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) filter (where status = 'succeeded'), max(attempt) from pgrun.jobs`).Scan(&succeeded, &maxAttempt))
 	require.Equal(t, jobs, succeeded)
 	require.Equal(t, 1, maxAttempt)
 }
 
 // Two runners sharing a queue execute every job exactly once.
 func TestTwoRunnersExecuteEachJobOnce(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	const jobs = 5000
 	var mu sync.Mutex
 	runs := map[int64]int{}
@@ -105,18 +106,18 @@ func TestTwoRunnersExecuteEachJobOnce(t *testing.T) {
 		return nil, nil
 	}
 	for _, id := range []string{"left", "right"} {
-		r := newRunner(b.pool, runner.Config{WorkerID: id, Queues: map[string]runner.QueueConfig{"default": {Workers: 20}}})
-		handle(t, r, "counted", count)
-		startRunner(t, r)
+		r := testkit.NewRunner(b.Pool, runner.Config{WorkerID: id, Queues: map[string]runner.QueueConfig{"default": {Workers: 20}}})
+		testkit.Handle(t, r, "counted", count)
+		testkit.StartRunner(t, r)
 	}
 	specs := make([]pgrun.JobSpec, jobs)
 	for i := range specs {
 		specs[i] = pgrun.JobSpec{Kind: "counted"}
 	}
-	_, err := pgrun.EnqueueMany(b.ctx, b.pool, specs)
+	_, err := pgrun.EnqueueMany(b.Ctx, b.Pool, specs)
 	require.NoError(t, err)
-	eventually(t, 60*time.Second, "all jobs succeeded", func() bool {
-		return countStatus(t, b, pgrun.StatusSucceeded) == jobs
+	testkit.Eventually(t, 60*time.Second, "all jobs succeeded", func() bool {
+		return testkit.CountStatus(t, b, pgrun.StatusSucceeded) == jobs
 	})
 	mu.Lock()
 	defer mu.Unlock()
@@ -125,6 +126,6 @@ func TestTwoRunnersExecuteEachJobOnce(t *testing.T) {
 		require.Equal(t, 1, n, "job %d ran %d times", id, n)
 	}
 	var workers int
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(distinct claimed_by) from pgrun.jobs`).Scan(&workers))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(distinct claimed_by) from pgrun.jobs`).Scan(&workers))
 	require.Equal(t, 2, workers, "both runners took part")
 }

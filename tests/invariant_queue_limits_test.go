@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/testkit"
 )
 
 // claimCount claims up to n jobs of queue for worker and returns how many it got.
@@ -26,29 +27,29 @@ func claimCount(t *testing.T, db interface {
 
 // A paused queue hands out nothing; resumed, it does.
 func TestPausedQueueIsNotClaimed(t *testing.T) {
-	b := setup(t)
-	_, err := pgrun.Enqueue(b.ctx, b.pool, "noop", nil, pgrun.Queue("mail"))
+	b := testkit.Setup(t)
+	_, err := pgrun.Enqueue(b.Ctx, b.Pool, "noop", nil, pgrun.Queue("mail"))
 	require.NoError(t, err)
-	_, err = b.pool.Exec(b.ctx, `select pgrun.pause_queue('mail')`)
+	_, err = b.Pool.Exec(b.Ctx, `select pgrun.pause_queue('mail')`)
 	require.NoError(t, err)
-	require.Zero(t, claimCount(t, b.pool, "mail", "w", 10))
-	_, err = b.pool.Exec(b.ctx, `select pgrun.resume_queue('mail')`)
+	require.Zero(t, claimCount(t, b.Pool, "mail", "w", 10))
+	_, err = b.Pool.Exec(b.Ctx, `select pgrun.resume_queue('mail')`)
 	require.NoError(t, err)
-	require.Equal(t, 1, claimCount(t, b.pool, "mail", "w", 10))
+	require.Equal(t, 1, claimCount(t, b.Pool, "mail", "w", 10))
 }
 
 // max_running holds across many concurrent claimers: at no moment do more jobs of the
 // queue run than the limit.
 func TestMaxRunningIsNeverExceeded(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	const limit = 5
-	_, err := b.pool.Exec(b.ctx, `select pgrun.set_queue('limited', max_running => $1)`, limit)
+	_, err := b.Pool.Exec(b.Ctx, `select pgrun.set_queue('limited', max_running => $1)`, limit)
 	require.NoError(t, err)
 	specs := make([]pgrun.JobSpec, 600)
 	for i := range specs {
 		specs[i] = pgrun.JobSpec{Kind: "noop", Queue: "limited"}
 	}
-	_, err = pgrun.EnqueueMany(b.ctx, b.pool, specs)
+	_, err = pgrun.EnqueueMany(b.Ctx, b.Pool, specs)
 	require.NoError(t, err)
 
 	var peak atomic.Int64
@@ -63,7 +64,7 @@ func TestMaxRunningIsNeverExceeded(t *testing.T) {
 			default:
 			}
 			var n int64
-			if err := b.pool.QueryRow(b.ctx, `select count(*) from pgrun.jobs where queue = 'limited' and status = 'running'`).Scan(&n); err == nil && n > peak.Load() {
+			if err := b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.jobs where queue = 'limited' and status = 'running'`).Scan(&n); err == nil && n > peak.Load() {
 				peak.Store(n)
 			}
 		}
@@ -74,7 +75,7 @@ func TestMaxRunningIsNeverExceeded(t *testing.T) {
 		g.Go(func() error {
 			worker := fmt.Sprintf("w%d", w)
 			for done.Load() < int64(len(specs)) {
-				rows, err := b.pool.Query(b.ctx, `select id, attempt from pgrun.claim_jobs('limited', $1, 3)`, worker)
+				rows, err := b.Pool.Query(b.Ctx, `select id, attempt from pgrun.claim_jobs('limited', $1, 3)`, worker)
 				if err != nil {
 					return err
 				}
@@ -91,7 +92,7 @@ func TestMaxRunningIsNeverExceeded(t *testing.T) {
 				if len(ids) == 0 {
 					continue
 				}
-				if _, err := b.pool.Exec(b.ctx, `select pgrun.complete_jobs($1, $2)`, ids, attempts); err != nil {
+				if _, err := b.Pool.Exec(b.Ctx, `select pgrun.complete_jobs($1, $2)`, ids, attempts); err != nil {
 					return err
 				}
 				done.Add(int64(len(ids)))
@@ -102,32 +103,32 @@ func TestMaxRunningIsNeverExceeded(t *testing.T) {
 	require.NoError(t, g.Wait())
 	close(stop)
 	<-monitor
-	require.Equal(t, len(specs), countStatus(t, b, pgrun.StatusSucceeded))
+	require.Equal(t, len(specs), testkit.CountStatus(t, b, pgrun.StatusSucceeded))
 	require.LessOrEqual(t, peak.Load(), int64(limit), "running jobs exceeded max_running")
 	require.Positive(t, peak.Load())
 }
 
 // rate_limit allows at most N starts per period.
 func TestRateLimitCapsStartsPerPeriod(t *testing.T) {
-	b := setup(t)
-	now := at("2030-01-01T10:00:00Z")
-	c := pinnedClock(t, b, now)
-	c.exec(`select pgrun.set_queue('api', rate_limit => 10, rate_period => '1 minute')`)
-	c.exec(`select pgrun.enqueue_jobs((select jsonb_agg(jsonb_build_object('kind', 'noop', 'queue', 'api', 'run_at', '2030-01-01T09:00:00Z')) from generate_series(1, 50)))`)
-	require.Equal(t, 4, claimCount(t, c.conn, "api", "w", 4))
-	require.Equal(t, 6, claimCount(t, c.conn, "api", "w", 100))
-	require.Zero(t, claimCount(t, c.conn, "api", "w", 100), "the window's 10 starts are spent")
-	c.set(now.Add(59 * time.Second))
-	require.Zero(t, claimCount(t, c.conn, "api", "w", 100))
-	c.set(now.Add(61 * time.Second))
-	require.Equal(t, 10, claimCount(t, c.conn, "api", "w", 100), "a new window")
+	b := testkit.Setup(t)
+	now := testkit.At("2030-01-01T10:00:00Z")
+	c := testkit.PinClock(t, b, now)
+	c.Exec(`select pgrun.set_queue('api', rate_limit => 10, rate_period => '1 minute')`)
+	c.Exec(`select pgrun.enqueue_jobs((select jsonb_agg(jsonb_build_object('kind', 'noop', 'queue', 'api', 'run_at', '2030-01-01T09:00:00Z')) from generate_series(1, 50)))`)
+	require.Equal(t, 4, claimCount(t, c.Conn, "api", "w", 4))
+	require.Equal(t, 6, claimCount(t, c.Conn, "api", "w", 100))
+	require.Zero(t, claimCount(t, c.Conn, "api", "w", 100), "the window's 10 starts are spent")
+	c.Set(now.Add(59 * time.Second))
+	require.Zero(t, claimCount(t, c.Conn, "api", "w", 100))
+	c.Set(now.Add(61 * time.Second))
+	require.Equal(t, 10, claimCount(t, c.Conn, "api", "w", 100), "a new window")
 }
 
 // concurrency_limit bounds running jobs per concurrency_key (per-tenant fairness);
 // jobs without a key are not limited.
 func TestConcurrencyKeyLimitsRunningPerKey(t *testing.T) {
-	b := setup(t)
-	_, err := b.pool.Exec(b.ctx, `select pgrun.set_queue('tenants', concurrency_limit => 2)`)
+	b := testkit.Setup(t)
+	_, err := b.Pool.Exec(b.Ctx, `select pgrun.set_queue('tenants', concurrency_limit => 2)`)
 	require.NoError(t, err)
 	var specs []pgrun.JobSpec
 	for i := range 10 {
@@ -137,69 +138,69 @@ func TestConcurrencyKeyLimitsRunningPerKey(t *testing.T) {
 			specs = append(specs, pgrun.JobSpec{Kind: "noop", Queue: "tenants"})
 		}
 	}
-	_, err = pgrun.EnqueueMany(b.ctx, b.pool, specs)
+	_, err = pgrun.EnqueueMany(b.Ctx, b.Pool, specs)
 	require.NoError(t, err)
-	require.Equal(t, 7, claimCount(t, b.pool, "tenants", "w", 100)) // 2 + 2 + 3 unkeyed
-	require.Zero(t, claimCount(t, b.pool, "tenants", "w", 100))
+	require.Equal(t, 7, claimCount(t, b.Pool, "tenants", "w", 100)) // 2 + 2 + 3 unkeyed
+	require.Zero(t, claimCount(t, b.Pool, "tenants", "w", 100))
 	var id int64
 	var attempt int
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select id, attempt from pgrun.jobs where concurrency_key = 'acme' and status = 'running' limit 1`).Scan(&id, &attempt))
-	_, err = b.pool.Exec(b.ctx, `select pgrun.complete_jobs(array[$1::bigint], array[$2::int])`, id, attempt)
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select id, attempt from pgrun.jobs where concurrency_key = 'acme' and status = 'running' limit 1`).Scan(&id, &attempt))
+	_, err = b.Pool.Exec(b.Ctx, `select pgrun.complete_jobs(array[$1::bigint], array[$2::int])`, id, attempt)
 	require.NoError(t, err)
 	var key string
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select concurrency_key from pgrun.claim_jobs('tenants', 'w', 100)`).Scan(&key))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select concurrency_key from pgrun.claim_jobs('tenants', 'w', 100)`).Scan(&key))
 	require.Equal(t, "acme", key, "the freed slot goes to the same tenant")
 }
 
 // Queue defaults fill what a job leaves unset; the queue's backoff shapes retries.
 func TestQueueDefaultsAndBackoff(t *testing.T) {
-	b := setup(t)
-	now := at("2030-01-01T10:00:00Z")
-	c := pinnedClock(t, b, now)
-	c.exec(`select pgrun.set_queue('slow', default_max_attempts => 3, default_timeout => '2 minutes', backoff_base => '1 minute')`)
+	b := testkit.Setup(t)
+	now := testkit.At("2030-01-01T10:00:00Z")
+	c := testkit.PinClock(t, b, now)
+	c.Exec(`select pgrun.set_queue('slow', default_max_attempts => 3, default_timeout => '2 minutes', backoff_base => '1 minute')`)
 	var maxAttempts int
 	var timeout time.Duration
-	c.queryRow(`select max_attempts, timeout from pgrun.enqueue_job('noop', queue => 'slow')`, nil, &maxAttempts, &timeout)
+	c.QueryRow(`select max_attempts, timeout from pgrun.enqueue_job('noop', queue => 'slow')`, nil, &maxAttempts, &timeout)
 	require.Equal(t, 3, maxAttempts)
 	require.Equal(t, 2*time.Minute, timeout)
-	c.queryRow(`select max_attempts from pgrun.enqueue_job('noop', queue => 'slow', max_attempts => 9)`, nil, &maxAttempts)
+	c.QueryRow(`select max_attempts from pgrun.enqueue_job('noop', queue => 'slow', max_attempts => 9)`, nil, &maxAttempts)
 	require.Equal(t, 9, maxAttempts, "the job's own setting wins")
 	var id int64
 	var attempt int
-	c.queryRow(`select id, attempt from pgrun.claim_jobs('slow', 'w', 1)`, nil, &id, &attempt)
+	c.QueryRow(`select id, attempt from pgrun.claim_jobs('slow', 'w', 1)`, nil, &id, &attempt)
 	var runAt time.Time
-	c.queryRow(`select run_at from pgrun.fail_job($1, $2, '{"message": "x"}')`, []any{id, attempt}, &runAt)
+	c.QueryRow(`select run_at from pgrun.fail_job($1, $2, '{"message": "x"}')`, []any{id, attempt}, &runAt)
 	require.GreaterOrEqual(t, runAt.Sub(now), 30*time.Second)
 	require.LessOrEqual(t, runAt.Sub(now), time.Minute)
 
-	_, err := b.pool.Exec(b.ctx, `select pgrun.set_queue('slow', reset => array['bogus'])`)
+	_, err := b.Pool.Exec(b.Ctx, `select pgrun.set_queue('slow', reset => array['bogus'])`)
 	require.ErrorContains(t, err, "setting 'bogus' cannot be reset")
-	_, err = b.pool.Exec(b.ctx, `select pgrun.set_queue('slow', max_running => -1)`)
-	require.Equal(t, "22023", sqlState(err))
+	_, err = b.Pool.Exec(b.Ctx, `select pgrun.set_queue('slow', max_running => -1)`)
+	require.Equal(t, "22023", testkit.SQLState(err))
 	var mr *int
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select max_running from pgrun.set_queue('slow', max_running => 4)`).Scan(&mr))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select max_running from pgrun.set_queue('slow', max_running => 4)`).Scan(&mr))
 	require.Equal(t, 4, *mr)
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select max_running from pgrun.set_queue('slow', reset => array['max_running'])`).Scan(&mr))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select max_running from pgrun.set_queue('slow', reset => array['max_running'])`).Scan(&mr))
 	require.Nil(t, mr)
 }
 
 // A claim without a lease takes the queue's default_lease; renewals too.
 func TestQueueDefaultLease(t *testing.T) {
-	b := setup(t)
-	now := at("2030-01-01T10:00:00Z")
-	c := pinnedClock(t, b, now)
-	c.exec(`select pgrun.set_queue('long', default_lease => '5 minutes')`)
-	c.exec(`select pgrun.enqueue_job('noop', queue => 'long')`)
+	b := testkit.Setup(t)
+	now := testkit.At("2030-01-01T10:00:00Z")
+	c := testkit.PinClock(t, b, now)
+	c.Exec(`select pgrun.set_queue('long', default_lease => '5 minutes')`)
+	c.Exec(`select pgrun.enqueue_job('noop', queue => 'long')`)
 	var until time.Time
-	c.queryRow(`select lease_expires_at from pgrun.claim_jobs('long', 'w', 1)`, nil, &until)
+	c.QueryRow(`select lease_expires_at from pgrun.claim_jobs('long', 'w', 1)`, nil, &until)
 	require.Equal(t, now.Add(5*time.Minute), until.UTC())
-	c.set(now.Add(time.Minute))
-	c.exec(`select pgrun.renew_leases('w')`)
-	c.queryRow(`select lease_expires_at from pgrun.jobs where queue = 'long'`, nil, &until)
+	c.Set(now.Add(time.Minute))
+	c.Exec(`select pgrun.renew_leases('w')`)
+	c.QueryRow(`select lease_expires_at from pgrun.jobs where queue = 'long'`, nil, &until)
 	require.Equal(t, now.Add(6*time.Minute), until.UTC())
-	c.exec(`select pgrun.enqueue_job('noop')`)
-	c.queryRow(`select lease_expires_at from pgrun.claim_jobs('default', 'w', 1)`, nil, &until)
+	c.Exec(`select pgrun.enqueue_job('noop')`)
+	c.QueryRow(`select lease_expires_at from pgrun.claim_jobs('default', 'w', 1)`, nil, &until)
 	require.Equal(t, now.Add(time.Minute+30*time.Second), until.UTC(), "no queue default: 30 seconds")
-	_, err := b.pool.Exec(b.ctx, `select pgrun.set_queue('long', default_lease => '5 seconds')`)
+	_, err := b.Pool.Exec(b.Ctx, `select pgrun.set_queue('long', default_lease => '5 seconds')`)
 	require.ErrorContains(t, err, "too short")
 }

@@ -6,49 +6,50 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/testkit"
 )
 
 // Pausing or resuming a queue that does not exist fails with P0002 and creates
 // nothing: a mistyped name must not look like a paused queue.
 func TestPauseOfUnknownQueueFailsAndCreatesNothing(t *testing.T) {
-	b := setup(t)
-	_, err := pgrun.Enqueue(b.ctx, b.pool, "resize", nil, pgrun.Queue("images"))
+	b := testkit.Setup(t)
+	_, err := pgrun.Enqueue(b.Ctx, b.Pool, "resize", nil, pgrun.Queue("images"))
 	require.NoError(t, err)
 	for _, fn := range []string{"pause_queue", "resume_queue"} {
-		_, err := b.pool.Exec(b.ctx, `select pgrun.`+fn+`('imagse')`)
-		require.Equal(t, "P0002", sqlState(err), fn)
+		_, err := b.Pool.Exec(b.Ctx, `select pgrun.`+fn+`('imagse')`)
+		require.Equal(t, "P0002", testkit.SQLState(err), fn)
 		require.ErrorContains(t, err, "queue 'imagse' does not exist", fn)
 		require.Contains(t, pgHint(err), "SELECT name, paused FROM pgrun.queues", fn)
 
-		_, err = b.pool.Exec(b.ctx, `select pgrun.`+fn+`('Images!')`)
-		require.Equal(t, "22023", sqlState(err), fn)
-		_, err = b.pool.Exec(b.ctx, `select pgrun.`+fn+`(null)`)
-		require.Equal(t, "22023", sqlState(err), fn)
+		_, err = b.Pool.Exec(b.Ctx, `select pgrun.`+fn+`('Images!')`)
+		require.Equal(t, "22023", testkit.SQLState(err), fn)
+		_, err = b.Pool.Exec(b.Ctx, `select pgrun.`+fn+`(null)`)
+		require.Equal(t, "22023", testkit.SQLState(err), fn)
 	}
 	var names []string
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select array_agg(name order by name) from pgrun.queues`).Scan(&names))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select array_agg(name order by name) from pgrun.queues`).Scan(&names))
 	require.Equal(t, []string{"images"}, names)
 	var paused bool
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select paused from pgrun.queues where name = 'images'`).Scan(&paused))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select paused from pgrun.queues where name = 'images'`).Scan(&paused))
 	require.False(t, paused, "a typo must not pause the queue it resembles")
 }
 
 // set_queue still creates a queue before its first job, and that queue can then be
 // paused and resumed: the pause holds for jobs enqueued later.
 func TestQueueConfiguredBeforeItsFirstJobCanBePaused(t *testing.T) {
-	b := setup(t)
-	_, err := b.pool.Exec(b.ctx, `select pgrun.set_queue('fresh')`)
+	b := testkit.Setup(t)
+	_, err := b.Pool.Exec(b.Ctx, `select pgrun.set_queue('fresh')`)
 	require.NoError(t, err)
 	var paused bool
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select paused from pgrun.pause_queue('fresh')`).Scan(&paused))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select paused from pgrun.pause_queue('fresh')`).Scan(&paused))
 	require.True(t, paused)
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select paused from pgrun.pause_queue('fresh')`).Scan(&paused))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select paused from pgrun.pause_queue('fresh')`).Scan(&paused))
 	require.True(t, paused, "pausing twice is harmless")
 
-	_, err = pgrun.Enqueue(b.ctx, b.pool, "noop", nil, pgrun.Queue("fresh"))
+	_, err = pgrun.Enqueue(b.Ctx, b.Pool, "noop", nil, pgrun.Queue("fresh"))
 	require.NoError(t, err)
-	require.Zero(t, claimCount(t, b.pool, "fresh", "w", 10))
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select paused from pgrun.resume_queue('fresh')`).Scan(&paused))
+	require.Zero(t, claimCount(t, b.Pool, "fresh", "w", 10))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select paused from pgrun.resume_queue('fresh')`).Scan(&paused))
 	require.False(t, paused)
-	require.Equal(t, 1, claimCount(t, b.pool, "fresh", "w", 10))
+	require.Equal(t, 1, claimCount(t, b.Pool, "fresh", "w", 10))
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/testkit"
 	"github.com/pgrun/pgrun/runner"
 )
 
@@ -30,26 +31,26 @@ import (
 func TestRedrivenJobRunsOnARunnerThatHeardItsStop(t *testing.T) {
 	for _, how := range []string{"cancel_then_retry_job", "timeout_then_retry"} {
 		t.Run(how, func(t *testing.T) {
-			b := setup(t)
+			b := testkit.Setup(t)
 			var mu sync.Mutex
 			ran := map[int64][]int{} // job id -> attempts the handler saw
 			// No polling and no maintenance: this runner claims only when a
 			// notification wakes it, so a job it ran proves it had handled every
 			// notification sent before that job's.
-			r := newRunner(b.pool, runner.Config{WorkerID: "bystander", PollInterval: time.Hour, MaintenanceInterval: -1})
-			handle(t, r, "work", func(_ context.Context, j *runner.Job[struct{}]) (any, error) {
+			r := testkit.NewRunner(b.Pool, runner.Config{WorkerID: "bystander", PollInterval: time.Hour, MaintenanceInterval: -1})
+			testkit.Handle(t, r, "work", func(_ context.Context, j *runner.Job[struct{}]) (any, error) {
 				mu.Lock()
 				ran[j.ID] = append(ran[j.ID], j.Attempt)
 				mu.Unlock()
 				return "done", nil
 			})
-			startRunner(t, r)
+			testkit.StartRunner(t, r)
 			heard := func() {
 				t.Helper()
-				s, err := pgrun.Enqueue(b.ctx, b.pool, "work", nil)
+				s, err := pgrun.Enqueue(b.Ctx, b.Pool, "work", nil)
 				require.NoError(t, err)
-				eventually(t, 10*time.Second, "the runner to run a sentinel job", func() bool {
-					return jobStatus(t, b, s.ID) == pgrun.StatusSucceeded
+				testkit.Eventually(t, 10*time.Second, "the runner to run a sentinel job", func() bool {
+					return testkit.JobStatus(t, b, s.ID) == pgrun.StatusSucceeded
 				})
 			}
 			heard()
@@ -57,45 +58,45 @@ func TestRedrivenJobRunsOnARunnerThatHeardItsStop(t *testing.T) {
 			// The job runs elsewhere: enqueued and claimed by another worker in one
 			// transaction, so the bystander is woken but finds nothing to claim. For
 			// the timeout case its attempt started two minutes ago.
-			tx, err := b.pool.Begin(b.ctx)
+			tx, err := b.Pool.Begin(b.Ctx)
 			require.NoError(t, err)
-			defer tx.Rollback(b.ctx)
+			defer tx.Rollback(b.Ctx)
 			if how == "timeout_then_retry" {
-				_, err = tx.Exec(b.ctx, `select set_config('pgrun.now', (now() - interval '2 minutes')::text, true)`)
+				_, err = tx.Exec(b.Ctx, `select set_config('pgrun.now', (now() - interval '2 minutes')::text, true)`)
 				require.NoError(t, err)
 			}
 			var id int64
-			require.NoError(t, tx.QueryRow(b.ctx, `select id from pgrun.enqueue_job('work', timeout => '10 seconds')`).Scan(&id))
-			require.Equal(t, []kitClaim{{id, 1}}, kitClaimN(t, tx, "default", "elsewhere", 1, "1 hour"))
-			require.NoError(t, tx.Commit(b.ctx))
+			require.NoError(t, tx.QueryRow(b.Ctx, `select id from pgrun.enqueue_job('work', timeout => '10 seconds')`).Scan(&id))
+			require.Equal(t, []testkit.Claim{{ID: id, Attempt: 1}}, testkit.ClaimN(t, tx, "default", "elsewhere", 1, "1 hour"))
+			require.NoError(t, tx.Commit(b.Ctx))
 
 			switch how {
 			case "cancel_then_retry_job":
-				_, err = b.pool.Exec(b.ctx, `select pgrun.cancel_job($1, 'operator')`, id)
+				_, err = b.Pool.Exec(b.Ctx, `select pgrun.cancel_job($1, 'operator')`, id)
 				require.NoError(t, err)
 			case "timeout_then_retry":
 				var out string
-				require.NoError(t, b.pool.QueryRow(b.ctx, `select pgrun.maintain()::text`).Scan(&out))
+				require.NoError(t, b.Pool.QueryRow(b.Ctx, `select pgrun.maintain()::text`).Scan(&out))
 				require.Contains(t, out, `"timed_out": 1`)
 			}
 			heard() // the bystander has now handled the pgrun_cancel notification for id
 
 			switch how {
 			case "cancel_then_retry_job":
-				_, err = b.pool.Exec(b.ctx, `select pgrun.retry_job($1)`, id)
+				_, err = b.Pool.Exec(b.Ctx, `select pgrun.retry_job($1)`, id)
 				require.NoError(t, err)
 			case "timeout_then_retry":
-				eventually(t, 10*time.Second, "the retry's backoff to pass", func() bool {
+				testkit.Eventually(t, 10*time.Second, "the retry's backoff to pass", func() bool {
 					var due bool
-					require.NoError(t, b.pool.QueryRow(b.ctx, `select run_at <= now() from pgrun.jobs where id = $1`, id).Scan(&due))
+					require.NoError(t, b.Pool.QueryRow(b.Ctx, `select run_at <= now() from pgrun.jobs where id = $1`, id).Scan(&due))
 					return due
 				})
-				_, err = b.pool.Exec(b.ctx, `select pg_notify('pgrun_jobs', 'default')`)
+				_, err = b.Pool.Exec(b.Ctx, `select pg_notify('pgrun_jobs', 'default')`)
 				require.NoError(t, err)
 			}
 
-			kitPoll(5*time.Second, func() bool { return jobStatus(t, b, id) == pgrun.StatusSucceeded })
-			j, err := pgrun.GetJob(b.ctx, b.pool, id)
+			testkit.Poll(5*time.Second, func() bool { return testkit.JobStatus(t, b, id) == pgrun.StatusSucceeded })
+			j, err := pgrun.GetJob(b.Ctx, b.Pool, id)
 			require.NoError(t, err)
 			mu.Lock()
 			attempts := ran[id]

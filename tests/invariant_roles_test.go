@@ -1,95 +1,27 @@
 package tests
 
 import (
-	"bytes"
 	"context"
-	"database/sql"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
-	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrun/pgrun"
-	"github.com/pgrun/pgrun/internal/testdb"
+	"github.com/pgrun/pgrun/internal/testkit"
 	"github.com/pgrun/pgrun/runner"
 )
 
-// asRole creates a login role that is a member of member (none: CONNECT only) and
-// returns a pool on the test's database connected as it. The role is dropped when
-// the test ends.
-func asRole(t *testing.T, b *bundle, member string) *pgxpool.Pool {
-	t.Helper()
-	_, p := newRole(t, b, member)
-	return p
-}
-
-// newRole is asRole that also returns the role's name.
-func newRole(t testing.TB, b *bundle, member string) (string, *pgxpool.Pool) {
-	t.Helper()
-	name := fmt.Sprintf("t_%s_%04x", strings.TrimPrefix(member, "pgrun_"), rand.N(1<<16))
-	if member == "" {
-		name = fmt.Sprintf("t_connect_%04x", rand.N(1<<16))
-	}
-	testURL, err := url.Parse(b.url)
-	require.NoError(t, err)
-	admin, err := url.Parse(testdb.ServerURL())
-	require.NoError(t, err)
-	admin.Path = testURL.Path // the test's database, as the server's admin
-	db, err := sql.Open("pgx", admin.String())
-	require.NoError(t, err)
-	t.Cleanup(func() { db.Close() })
-	stmt := fmt.Sprintf(`create role %q login`, name)
-	if member != "" {
-		stmt += fmt.Sprintf(` in role %q`, member)
-	}
-	_, err = db.Exec(stmt)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_, _ = db.Exec(fmt.Sprintf(`drop owned by %q`, name))
-		_, _ = db.Exec(fmt.Sprintf(`drop role %q`, name))
-	})
-	as := *testURL
-	as.User = url.User(name)
-	return name, testdb.PoolFor(t, as.String())
-}
-
-// denied asserts that sql fails for lack of privilege and changed nothing.
-func denied(t *testing.T, b *bundle, p *pgxpool.Pool, sql string, args ...any) {
-	t.Helper()
-	refused(t, b, p, "42501", sql, args...)
-}
-
-// refused asserts that sql fails with SQLSTATE state and changed nothing.
-func refused(t *testing.T, b *bundle, p *pgxpool.Pool, state, sql string, args ...any) {
-	t.Helper()
-	before := kitCounts(t, b.pool)
-	_, err := p.Exec(b.ctx, sql, args...)
-	require.Error(t, err, sql)
-	require.Equal(t, state, sqlState(err), "%s: %v", sql, err)
-	require.Equal(t, before, kitCounts(t, b.pool), sql)
-}
-
-// allowed asserts that sql runs.
-func allowed(t *testing.T, b *bundle, p *pgxpool.Pool, sql string, args ...any) {
-	t.Helper()
-	_, err := p.Exec(b.ctx, sql, args...)
-	require.NoError(t, err, sql)
-}
-
 // runningJob enqueues a noop job and claims it for worker, as the test's owner.
-func runningJob(t *testing.T, b *bundle, worker string) kitClaim {
+func runningJob(t *testing.T, b *testkit.DB, worker string) testkit.Claim {
 	t.Helper()
-	_, err := b.pool.Exec(b.ctx, `select pgrun.enqueue_job('noop', queue => 'roles')`)
+	_, err := b.Pool.Exec(b.Ctx, `select pgrun.enqueue_job('noop', queue => 'roles')`)
 	require.NoError(t, err)
-	c := kitClaimN(t, b.pool, "roles", worker, 1, "30 seconds")
+	c := testkit.ClaimN(t, b.Pool, "roles", worker, 1, "30 seconds")
 	require.Len(t, c, 1)
 	return c[0]
 }
@@ -98,113 +30,113 @@ func runningJob(t *testing.T, b *bundle, worker string) kitClaim {
 // runs and reads; it cannot claim, report, operate, forge engine-owned columns or
 // attach children.
 func TestEnqueuerRole(t *testing.T) {
-	b := setup(t)
-	defineWorkflow(t, b, "roles_wf", `{"nodes": [{"name": "a", "kind": "noop"}]}`)
-	p := asRole(t, b, "pgrun_enqueuer")
-	allowed(t, b, p, `select pgrun.enqueue_job('noop', '{"w": 1}', queue => 'roles', unique_key => 'k1', concurrency_key => 'c')`)
-	allowed(t, b, p, `select pgrun.enqueue_job('noop', '{"w": 2}', queue => 'roles', unique_key => 'k1', on_conflict => 'replace')`)
-	allowed(t, b, p, `select pgrun.enqueue_jobs('[{"kind": "noop"}, {"kind": "echo", "queue": "roles"}]')`)
-	allowed(t, b, p, `insert into pgrun.jobs (kind, args, queue, priority, run_at, max_attempts, unique_key, model, timeout, meta, concurrency_key)
+	b := testkit.Setup(t)
+	testkit.DefineWorkflow(t, b, "roles_wf", `{"nodes": [{"name": "a", "kind": "noop"}]}`)
+	p := testkit.AsRole(t, b, "pgrun_enqueuer")
+	testkit.Allowed(t, b, p, `select pgrun.enqueue_job('noop', '{"w": 1}', queue => 'roles', unique_key => 'k1', concurrency_key => 'c')`)
+	testkit.Allowed(t, b, p, `select pgrun.enqueue_job('noop', '{"w": 2}', queue => 'roles', unique_key => 'k1', on_conflict => 'replace')`)
+	testkit.Allowed(t, b, p, `select pgrun.enqueue_jobs('[{"kind": "noop"}, {"kind": "echo", "queue": "roles"}]')`)
+	testkit.Allowed(t, b, p, `insert into pgrun.jobs (kind, args, queue, priority, run_at, max_attempts, unique_key, model, timeout, meta, concurrency_key)
 		values ('noop', '{}', 'roles', 3, now(), 2, 'k2', 'm', '1 minute', '{}', 'c')`)
-	allowed(t, b, p, `select pgrun.start_run('roles_wf')`)
-	allowed(t, b, p, `select * from pgrun.queue_stats`)
-	allowed(t, b, p, `select id, status from pgrun.jobs`)
-	job, err := pgrun.Enqueue(b.ctx, p, "noop", map[string]int{"n": 1}, pgrun.Queue("roles"))
+	testkit.Allowed(t, b, p, `select pgrun.start_run('roles_wf')`)
+	testkit.Allowed(t, b, p, `select * from pgrun.queue_stats`)
+	testkit.Allowed(t, b, p, `select id, status from pgrun.jobs`)
+	job, err := pgrun.Enqueue(b.Ctx, p, "noop", map[string]int{"n": 1}, pgrun.Queue("roles"))
 	require.NoError(t, err, "the Go client works as an enqueuer")
 	require.Equal(t, pgrun.StatusQueued, job.Status)
 
 	c := runningJob(t, b, "w1")
-	denied(t, b, p, `select pgrun.claim_jobs('roles', 'intruder', 10)`)
-	denied(t, b, p, `select pgrun.complete_jobs(array[$1::bigint], array[$2::int])`, c.id, c.attempt)
-	denied(t, b, p, `select pgrun.cancel_job($1)`, c.id)
-	denied(t, b, p, `select pgrun.maintain()`)
-	denied(t, b, p, `select pgrun.set_queue('roles', max_running => 0)`)
-	denied(t, b, p, `update pgrun.jobs set status = 'succeeded' where id = $1`, c.id)
-	denied(t, b, p, `delete from pgrun.jobs where id = $1`, c.id)
-	denied(t, b, p, `select * from pgrun.maintenance_leader for update`)
-	denied(t, b, p, `insert into pgrun.settings (name, value) values ('test_clock', 'true')`)
+	testkit.Denied(t, b, p, `select pgrun.claim_jobs('roles', 'intruder', 10)`)
+	testkit.Denied(t, b, p, `select pgrun.complete_jobs(array[$1::bigint], array[$2::int])`, c.ID, c.Attempt)
+	testkit.Denied(t, b, p, `select pgrun.cancel_job($1)`, c.ID)
+	testkit.Denied(t, b, p, `select pgrun.maintain()`)
+	testkit.Denied(t, b, p, `select pgrun.set_queue('roles', max_running => 0)`)
+	testkit.Denied(t, b, p, `update pgrun.jobs set status = 'succeeded' where id = $1`, c.ID)
+	testkit.Denied(t, b, p, `delete from pgrun.jobs where id = $1`, c.ID)
+	testkit.Denied(t, b, p, `select * from pgrun.maintenance_leader for update`)
+	testkit.Denied(t, b, p, `insert into pgrun.settings (name, value) values ('test_clock', 'true')`)
 	// Forged engine-owned columns and children attached to someone's parent.
 	for _, col := range []string{"status", "attempt", "dispatched_at", "children_failed", "run_id", "node", "claimed_by"} {
 		val := map[string]string{"status": "'running'", "attempt": "3", "dispatched_at": "now()", "children_failed": "1",
 			"run_id": "1", "node": "'a'", "claimed_by": "'w'"}[col]
-		denied(t, b, p, fmt.Sprintf(`insert into pgrun.jobs (kind, %s) values ('noop', %s)`, col, val))
+		testkit.Denied(t, b, p, fmt.Sprintf(`insert into pgrun.jobs (kind, %s) values ('noop', %s)`, col, val))
 	}
-	denied(t, b, p, `insert into pgrun.jobs (kind, parent_id) values ('noop', $1)`, c.id)
-	denied(t, b, p, `select pgrun.enqueue_job('noop', parent_id => $1)`, c.id)
-	denied(t, b, p, `select pgrun.enqueue_jobs(jsonb_build_array(jsonb_build_object('kind', 'noop', 'parent_id', $1::bigint)))`, c.id)
+	testkit.Denied(t, b, p, `insert into pgrun.jobs (kind, parent_id) values ('noop', $1)`, c.ID)
+	testkit.Denied(t, b, p, `select pgrun.enqueue_job('noop', parent_id => $1)`, c.ID)
+	testkit.Denied(t, b, p, `select pgrun.enqueue_jobs(jsonb_build_array(jsonb_build_object('kind', 'noop', 'parent_id', $1::bigint)))`, c.ID)
 }
 
 // pgrun_worker claims, reports on the jobs it holds, renews, heartbeats and reports
 // progress; it cannot enqueue, operate, report without naming itself, or report on
 // a job another worker holds.
 func TestWorkerRole(t *testing.T) {
-	b := setup(t)
-	p := asRole(t, b, "pgrun_worker")
-	_, err := b.pool.Exec(b.ctx, `select pgrun.enqueue_job('noop', queue => 'roles') from generate_series(1, 3)`)
+	b := testkit.Setup(t)
+	p := testkit.AsRole(t, b, "pgrun_worker")
+	_, err := b.Pool.Exec(b.Ctx, `select pgrun.enqueue_job('noop', queue => 'roles') from generate_series(1, 3)`)
 	require.NoError(t, err)
 	var id int64
 	var attempt int
-	require.NoError(t, p.QueryRow(b.ctx, `select id, attempt from pgrun.claim_jobs('roles', 'w-mine', 1, kinds => array['noop'])`).Scan(&id, &attempt))
-	allowed(t, b, p, `select pgrun.worker_heartbeat('w-mine', 'h', 1, array['roles'], kinds => array['noop'])`)
-	allowed(t, b, p, `select pgrun.renew_leases('w-mine', array[$1::bigint])`, id)
-	allowed(t, b, p, `select pgrun.set_progress($1, 1, 2)`, id)
-	allowed(t, b, p, `select pgrun.emit($1, 'note')`, id)
-	denied(t, b, p, `select pgrun.complete_jobs(array[$1::bigint], array[$2::int])`, id, attempt)
+	require.NoError(t, p.QueryRow(b.Ctx, `select id, attempt from pgrun.claim_jobs('roles', 'w-mine', 1, kinds => array['noop'])`).Scan(&id, &attempt))
+	testkit.Allowed(t, b, p, `select pgrun.worker_heartbeat('w-mine', 'h', 1, array['roles'], kinds => array['noop'])`)
+	testkit.Allowed(t, b, p, `select pgrun.renew_leases('w-mine', array[$1::bigint])`, id)
+	testkit.Allowed(t, b, p, `select pgrun.set_progress($1, 1, 2)`, id)
+	testkit.Allowed(t, b, p, `select pgrun.emit($1, 'note')`, id)
+	testkit.Denied(t, b, p, `select pgrun.complete_jobs(array[$1::bigint], array[$2::int])`, id, attempt)
 
 	other := runningJob(t, b, "w-other")
 	var n int
-	require.NoError(t, p.QueryRow(b.ctx, `select count(*) from pgrun.complete_jobs(array[$1::bigint], array[$2::int], null, 'w-mine')`,
-		other.id, other.attempt).Scan(&n))
+	require.NoError(t, p.QueryRow(b.Ctx, `select count(*) from pgrun.complete_jobs(array[$1::bigint], array[$2::int], null, 'w-mine')`,
+		other.ID, other.Attempt).Scan(&n))
 	require.Zero(t, n, "a job another worker holds")
-	require.Equal(t, pgrun.StatusRunning, jobStatus(t, b, other.id))
+	require.Equal(t, pgrun.StatusRunning, testkit.JobStatus(t, b, other.ID))
 	var failed *int64
-	require.NoError(t, p.QueryRow(b.ctx, `select (pgrun.fail_job($1, $2, '{"message": "x"}', false, 'w-mine')).id`, other.id, other.attempt).Scan(&failed))
+	require.NoError(t, p.QueryRow(b.Ctx, `select (pgrun.fail_job($1, $2, '{"message": "x"}', false, 'w-mine')).id`, other.ID, other.Attempt).Scan(&failed))
 	require.Nil(t, failed)
-	require.Equal(t, pgrun.StatusRunning, jobStatus(t, b, other.id))
+	require.Equal(t, pgrun.StatusRunning, testkit.JobStatus(t, b, other.ID))
 
-	require.NoError(t, p.QueryRow(b.ctx, `select count(*) from pgrun.complete_jobs(array[$1::bigint], array[$2::int], null, 'w-mine')`,
+	require.NoError(t, p.QueryRow(b.Ctx, `select count(*) from pgrun.complete_jobs(array[$1::bigint], array[$2::int], null, 'w-mine')`,
 		id, attempt).Scan(&n))
 	require.Equal(t, 1, n)
-	require.Equal(t, pgrun.StatusSucceeded, jobStatus(t, b, id))
+	require.Equal(t, pgrun.StatusSucceeded, testkit.JobStatus(t, b, id))
 	// Handing back what it does not hold reaches only its own jobs.
-	allowed(t, b, p, `select pgrun.release_unheld('w-mine', '{}')`)
-	require.Equal(t, pgrun.StatusRunning, jobStatus(t, b, other.id))
-	denied(t, b, p, `select pgrun.note_server_epoch()`)
+	testkit.Allowed(t, b, p, `select pgrun.release_unheld('w-mine', '{}')`)
+	require.Equal(t, pgrun.StatusRunning, testkit.JobStatus(t, b, other.ID))
+	testkit.Denied(t, b, p, `select pgrun.note_server_epoch()`)
 
-	denied(t, b, p, `select pgrun.enqueue_job('noop')`)
-	denied(t, b, p, `insert into pgrun.jobs (kind) values ('noop')`)
-	denied(t, b, p, `select pgrun.cancel_job($1)`, other.id)
-	denied(t, b, p, `select pgrun.maintain()`)
-	denied(t, b, p, `select pgrun.set_worker_control('h', '*', 'off')`)
-	denied(t, b, p, `update pgrun.jobs set status = 'queued' where id = $1`, other.id)
+	testkit.Denied(t, b, p, `select pgrun.enqueue_job('noop')`)
+	testkit.Denied(t, b, p, `insert into pgrun.jobs (kind) values ('noop')`)
+	testkit.Denied(t, b, p, `select pgrun.cancel_job($1)`, other.ID)
+	testkit.Denied(t, b, p, `select pgrun.maintain()`)
+	testkit.Denied(t, b, p, `select pgrun.set_worker_control('h', '*', 'off')`)
+	testkit.Denied(t, b, p, `update pgrun.jobs set status = 'queued' where id = $1`, other.ID)
 }
 
 // pgrun_admin operates: queues, schedules, worker control, cancel, retry, maintain;
 // it does not run jobs.
 func TestAdminRole(t *testing.T) {
-	b := setup(t)
-	p := asRole(t, b, "pgrun_admin")
+	b := testkit.Setup(t)
+	p := testkit.AsRole(t, b, "pgrun_admin")
 	c := runningJob(t, b, "w1")
-	allowed(t, b, p, `select pgrun.set_queue('roles', max_running => 5)`)
-	allowed(t, b, p, `select pgrun.pause_queue('roles')`)
-	allowed(t, b, p, `select pgrun.resume_queue('roles')`)
-	allowed(t, b, p, `select pgrun.set_schedule('nightly', '0 3 * * *', 'noop')`)
-	allowed(t, b, p, `select pgrun.pause_schedule('nightly')`)
-	allowed(t, b, p, `select pgrun.set_worker_control('h', '*', 'drain')`)
-	allowed(t, b, p, `select pgrun.maintain(leader => 'admin-1')`)
-	allowed(t, b, p, `select pgrun.cancel_job($1)`, c.id)
-	allowed(t, b, p, `select pgrun.retry_job($1)`, c.id)
-	allowed(t, b, p, `select * from pgrun.worker_status`)
-	allowed(t, b, p, `select * from pgrun.job_timeline($1)`, c.id)
-	denied(t, b, p, `select pgrun.claim_jobs('roles', 'admin', 1)`)
-	denied(t, b, p, `insert into pgrun.jobs (kind) values ('noop')`)
-	denied(t, b, p, `delete from pgrun.jobs`)
+	testkit.Allowed(t, b, p, `select pgrun.set_queue('roles', max_running => 5)`)
+	testkit.Allowed(t, b, p, `select pgrun.pause_queue('roles')`)
+	testkit.Allowed(t, b, p, `select pgrun.resume_queue('roles')`)
+	testkit.Allowed(t, b, p, `select pgrun.set_schedule('nightly', '0 3 * * *', 'noop')`)
+	testkit.Allowed(t, b, p, `select pgrun.pause_schedule('nightly')`)
+	testkit.Allowed(t, b, p, `select pgrun.set_worker_control('h', '*', 'drain')`)
+	testkit.Allowed(t, b, p, `select pgrun.maintain(leader => 'admin-1')`)
+	testkit.Allowed(t, b, p, `select pgrun.cancel_job($1)`, c.ID)
+	testkit.Allowed(t, b, p, `select pgrun.retry_job($1)`, c.ID)
+	testkit.Allowed(t, b, p, `select * from pgrun.worker_status`)
+	testkit.Allowed(t, b, p, `select * from pgrun.job_timeline($1)`, c.ID)
+	testkit.Denied(t, b, p, `select pgrun.claim_jobs('roles', 'admin', 1)`)
+	testkit.Denied(t, b, p, `insert into pgrun.jobs (kind) values ('noop')`)
+	testkit.Denied(t, b, p, `delete from pgrun.jobs`)
 }
 
 // A role with CONNECT only can do nothing in schema pgrun.
 func TestConnectOnlyRoleGetsNothing(t *testing.T) {
-	b := setup(t)
-	p := asRole(t, b, "")
+	b := testkit.Setup(t)
+	p := testkit.AsRole(t, b, "")
 	c := runningJob(t, b, "w1")
 	for _, q := range []string{
 		`select pgrun.enqueue_job('noop')`,
@@ -215,17 +147,17 @@ func TestConnectOnlyRoleGetsNothing(t *testing.T) {
 		`select * from pgrun.queue_stats`,
 		`insert into pgrun.jobs (kind) values ('noop')`,
 	} {
-		denied(t, b, p, q)
+		testkit.Denied(t, b, p, q)
 	}
-	denied(t, b, p, `select pgrun.cancel_job($1)`, c.id)
+	testkit.Denied(t, b, p, `select pgrun.cancel_job($1)`, c.ID)
 }
 
 // PUBLIC has no privilege on any pgrun function, and every SECURITY DEFINER function
 // pins its search_path with pg_temp last and builds no SQL from caller strings.
 func TestSecurityDefinerFunctionsArePinned(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	var public []string
-	rows, err := b.pool.Query(b.ctx, `select p.oid::regprocedure::text from pg_proc p, aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
+	rows, err := b.Pool.Query(b.Ctx, `select p.oid::regprocedure::text from pg_proc p, aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
 		where p.pronamespace = 'pgrun'::regnamespace and a.grantee = 0`)
 	require.NoError(t, err)
 	for rows.Next() {
@@ -238,7 +170,7 @@ func TestSecurityDefinerFunctionsArePinned(t *testing.T) {
 
 	// Collected before asserting: a failed assertion must not leave a connection busy.
 	type definer struct{ F, Config, Src string }
-	rows, err = b.pool.Query(b.ctx, `select p.oid::regprocedure::text as f, coalesce(array_to_string(p.proconfig, ';'), '') as config, p.prosrc as src
+	rows, err = b.Pool.Query(b.Ctx, `select p.oid::regprocedure::text as f, coalesce(array_to_string(p.proconfig, ';'), '') as config, p.prosrc as src
 		from pg_proc p where p.pronamespace = 'pgrun'::regnamespace and p.prosecdef`)
 	require.NoError(t, err)
 	definers, err := pgx.CollectRows(rows, pgx.RowToStructByName[definer])
@@ -256,28 +188,28 @@ func TestSecurityDefinerFunctionsArePinned(t *testing.T) {
 // unless an administrator enabled the test clock in pgrun.settings, which callers
 // cannot write.
 func TestClockSeamIsClosedToCallers(t *testing.T) {
-	b := setup(t)
-	_, err := b.pool.Exec(b.ctx, `delete from pgrun.settings where name = 'test_clock'`)
+	b := testkit.Setup(t)
+	_, err := b.Pool.Exec(b.Ctx, `delete from pgrun.settings where name = 'test_clock'`)
 	require.NoError(t, err)
 	for _, role := range []string{"pgrun_enqueuer", "pgrun_worker"} {
-		p := asRole(t, b, role)
-		conn, err := p.Acquire(b.ctx)
+		p := testkit.AsRole(t, b, role)
+		conn, err := p.Acquire(b.Ctx)
 		require.NoError(t, err)
-		_, err = conn.Exec(b.ctx, `set pgrun.now = '2099-01-01 00:00Z'`)
+		_, err = conn.Exec(b.Ctx, `set pgrun.now = '2099-01-01 00:00Z'`)
 		require.NoError(t, err)
 		var drift time.Duration
-		require.NoError(t, conn.QueryRow(b.ctx, `select extract(epoch from pgrun.clock() - now()) * interval '1 second'`).Scan(&drift))
+		require.NoError(t, conn.QueryRow(b.Ctx, `select extract(epoch from pgrun.clock() - now()) * interval '1 second'`).Scan(&drift))
 		require.Zero(t, drift, role)
 		conn.Release()
 	}
 	// A worker cannot claim a job due in a month by moving its clock.
-	_, err = b.pool.Exec(b.ctx, `select pgrun.enqueue_job('noop', queue => 'later', run_at => now() + interval '30 days')`)
+	_, err = b.Pool.Exec(b.Ctx, `select pgrun.enqueue_job('noop', queue => 'later', run_at => now() + interval '30 days')`)
 	require.NoError(t, err)
-	p := asRole(t, b, "pgrun_worker")
-	conn, err := p.Acquire(b.ctx)
+	p := testkit.AsRole(t, b, "pgrun_worker")
+	conn, err := p.Acquire(b.Ctx)
 	require.NoError(t, err)
 	defer conn.Release()
-	_, err = conn.Exec(b.ctx, `set pgrun.now = '2099-01-01 00:00Z'`)
+	_, err = conn.Exec(b.Ctx, `set pgrun.now = '2099-01-01 00:00Z'`)
 	require.NoError(t, err)
 	var got int
 	require.NoError(t, conn.QueryRow(context.Background(), `select count(*) from pgrun.claim_jobs('later', 'w', 1)`).Scan(&got))
@@ -289,28 +221,28 @@ func TestClockSeamIsClosedToCallers(t *testing.T) {
 // running under its claim. A real cancel sent after the forged one proves the
 // forged one was read (notifications arrive in order).
 func TestForgedCancelIsIgnored(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	stopped := make(chan int64, 4)
-	r := newRunner(b.pool, runner.Config{Queues: map[string]runner.QueueConfig{"roles": {Workers: 4}}, MaintenanceInterval: -1})
-	handle(t, r, "hold", func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
+	r := testkit.NewRunner(b.Pool, runner.Config{Queues: map[string]runner.QueueConfig{"roles": {Workers: 4}}, MaintenanceInterval: -1})
+	testkit.Handle(t, r, "hold", func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
 		<-ctx.Done()
 		stopped <- j.ID
 		return nil, ctx.Err()
 	})
-	startRunner(t, r)
-	victim, err := pgrun.Enqueue(b.ctx, b.pool, "hold", nil, pgrun.Queue("roles"))
+	testkit.StartRunner(t, r)
+	victim, err := pgrun.Enqueue(b.Ctx, b.Pool, "hold", nil, pgrun.Queue("roles"))
 	require.NoError(t, err)
-	witness, err := pgrun.Enqueue(b.ctx, b.pool, "hold", nil, pgrun.Queue("roles"))
+	witness, err := pgrun.Enqueue(b.Ctx, b.Pool, "hold", nil, pgrun.Queue("roles"))
 	require.NoError(t, err)
-	eventually(t, 10*time.Second, "both running", func() bool {
-		return jobStatus(t, b, victim.ID) == pgrun.StatusRunning && jobStatus(t, b, witness.ID) == pgrun.StatusRunning
+	testkit.Eventually(t, 10*time.Second, "both running", func() bool {
+		return testkit.JobStatus(t, b, victim.ID) == pgrun.StatusRunning && testkit.JobStatus(t, b, witness.ID) == pgrun.StatusRunning
 	})
-	p := asRole(t, b, "")
+	p := testkit.AsRole(t, b, "")
 	for _, payload := range []string{fmt.Sprintf("%d:1", victim.ID), fmt.Sprint(victim.ID)} {
-		_, err = p.Exec(b.ctx, `select pg_notify('pgrun_cancel', $1)`, payload)
+		_, err = p.Exec(b.Ctx, `select pg_notify('pgrun_cancel', $1)`, payload)
 		require.NoError(t, err, "NOTIFY needs no privilege: the runner must not trust it")
 	}
-	_, err = b.pool.Exec(b.ctx, `select pgrun.cancel_job($1, 'real')`, witness.ID)
+	_, err = b.Pool.Exec(b.Ctx, `select pgrun.cancel_job($1, 'real')`, witness.ID)
 	require.NoError(t, err)
 	select {
 	case id := <-stopped:
@@ -318,64 +250,46 @@ func TestForgedCancelIsIgnored(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the real cancel did not reach the runner")
 	}
-	require.Equal(t, pgrun.StatusRunning, jobStatus(t, b, victim.ID))
+	require.Equal(t, pgrun.StatusRunning, testkit.JobStatus(t, b, victim.ID))
 	require.Empty(t, stopped)
 }
 
 // Channel payloads carry no job args, and the runner logs no args at info.
 func TestNoArgsInPayloadsOrInfoLogs(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	const secret = "s3cr3t-payload-xyz"
-	var logs safeBuffer
-	r := newRunner(b.pool, runner.Config{
+	var logs testkit.Buffer
+	r := testkit.NewRunner(b.Pool, runner.Config{
 		Logger:            slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		TelemetryInterval: 50 * time.Millisecond,
 	})
-	handle(t, r, "leaky", func(ctx context.Context, j *runner.Job[map[string]string]) (any, error) {
+	testkit.Handle(t, r, "leaky", func(ctx context.Context, j *runner.Job[map[string]string]) (any, error) {
 		return nil, fmt.Errorf("failed on purpose")
 	})
 	conns := map[string]*pgx.Conn{}
 	for _, ch := range []string{"pgrun_jobs", "pgrun_cancel", "pgrun_control", "pgrun_hw"} {
-		conns[ch] = kitListen(t, b, ch)
+		conns[ch] = testkit.Listen(t, b, ch)
 	}
-	startRunner(t, r)
-	job, err := pgrun.Enqueue(b.ctx, b.pool, "leaky", map[string]string{"token": secret}, pgrun.MaxAttempts(1))
+	testkit.StartRunner(t, r)
+	job, err := pgrun.Enqueue(b.Ctx, b.Pool, "leaky", map[string]string{"token": secret}, pgrun.MaxAttempts(1))
 	require.NoError(t, err)
-	held, err := pgrun.Enqueue(b.ctx, b.pool, runner.KindSleep, map[string]any{"ms": 60000, "token": secret})
+	held, err := pgrun.Enqueue(b.Ctx, b.Pool, runner.KindSleep, map[string]any{"ms": 60000, "token": secret})
 	require.NoError(t, err)
-	eventually(t, 10*time.Second, "the job failed", func() bool { return jobStatus(t, b, job.ID) == pgrun.StatusFailed })
-	eventually(t, 10*time.Second, "the sleep runs", func() bool { return jobStatus(t, b, held.ID) == pgrun.StatusRunning })
-	_, err = b.pool.Exec(b.ctx, `select pgrun.cancel_job($1), pgrun.set_worker_control('h', '*', 'drain')`, held.ID)
+	testkit.Eventually(t, 10*time.Second, "the job failed", func() bool { return testkit.JobStatus(t, b, job.ID) == pgrun.StatusFailed })
+	testkit.Eventually(t, 10*time.Second, "the sleep runs", func() bool { return testkit.JobStatus(t, b, held.ID) == pgrun.StatusRunning })
+	_, err = b.Pool.Exec(b.Ctx, `select pgrun.cancel_job($1), pgrun.set_worker_control('h', '*', 'drain')`, held.ID)
 	require.NoError(t, err)
 	for ch, conn := range conns {
 		for range 20 { // telemetry notifies forever: read a bounded number
-			n := kitNextNotification(t, conn, 300*time.Millisecond)
+			n := testkit.NextNotification(t, conn, 300*time.Millisecond)
 			if n == nil {
 				break
 			}
 			require.NotContains(t, n.Payload, secret, ch)
 		}
 	}
-	eventually(t, 10*time.Second, "the cancel was logged", func() bool { return strings.Contains(logs.String(), "job stopped") })
+	testkit.Eventually(t, 10*time.Second, "the cancel was logged", func() bool { return strings.Contains(logs.String(), "job stopped") })
 	require.NotContains(t, logs.String(), secret)
-}
-
-// safeBuffer is a bytes.Buffer safe for a logger's concurrent writes.
-type safeBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *safeBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *safeBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // A runner connected as a pgrun_worker member does the whole job: it waits for the
@@ -383,29 +297,29 @@ func (s *safeBuffer) String() string {
 // maintenance (pgrun_admin's) to someone else and says so. An enqueuer's job reaches
 // it through the same database.
 func TestRunnerAsWorkerRole(t *testing.T) {
-	b := setup(t)
-	worker := asRole(t, b, "pgrun_worker")
-	app := asRole(t, b, "pgrun_enqueuer")
-	var logs safeBuffer
-	r := newRunner(worker, runner.Config{
+	b := testkit.Setup(t)
+	worker := testkit.AsRole(t, b, "pgrun_worker")
+	app := testkit.AsRole(t, b, "pgrun_enqueuer")
+	var logs testkit.Buffer
+	r := testkit.NewRunner(worker, runner.Config{
 		Logger:            slog.New(slog.NewTextHandler(&logs, nil)),
 		TelemetryInterval: 50 * time.Millisecond,
 	})
-	startRunner(t, r)
-	ok, err := pgrun.Enqueue(b.ctx, app, runner.KindEcho, map[string]int{"n": 1})
+	testkit.StartRunner(t, r)
+	ok, err := pgrun.Enqueue(b.Ctx, app, runner.KindEcho, map[string]int{"n": 1})
 	require.NoError(t, err)
-	bad, err := pgrun.Enqueue(b.ctx, app, runner.KindFail, map[string]any{"permanent": true})
+	bad, err := pgrun.Enqueue(b.Ctx, app, runner.KindFail, map[string]any{"permanent": true})
 	require.NoError(t, err)
-	eventually(t, 10*time.Second, "both finished", func() bool {
-		return jobStatus(t, b, ok.ID) == pgrun.StatusSucceeded && jobStatus(t, b, bad.ID) == pgrun.StatusFailed
+	testkit.Eventually(t, 10*time.Second, "both finished", func() bool {
+		return testkit.JobStatus(t, b, ok.ID) == pgrun.StatusSucceeded && testkit.JobStatus(t, b, bad.ID) == pgrun.StatusFailed
 	})
-	eventually(t, 10*time.Second, "heartbeat and telemetry", func() bool {
+	testkit.Eventually(t, 10*time.Second, "heartbeat and telemetry", func() bool {
 		var n int
-		require.NoError(t, b.pool.QueryRow(b.ctx, `select (select count(*) from pgrun.workers where id = $1)
+		require.NoError(t, b.Pool.QueryRow(b.Ctx, `select (select count(*) from pgrun.workers where id = $1)
 			+ (select least(count(*), 1) from pgrun.hw_metrics)`, r.WorkerID()).Scan(&n))
 		return n == 2
 	})
-	eventually(t, 10*time.Second, "the runner says maintenance is not its to do", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the runner says maintenance is not its to do", func() bool {
 		return strings.Contains(logs.String(), "maintenance needs the pgrun_admin role")
 	})
 }

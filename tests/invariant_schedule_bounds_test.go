@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/pgrun/pgrun/internal/testkit"
 	"github.com/stretchr/testify/require"
 )
 
@@ -33,7 +34,7 @@ func list(n, mod int) string {
 // 400,000 values is refused with 22023 naming the limit, as is a field of more than
 // 60 comma-separated parts, and neither leaves a schedule behind.
 func TestCronExpressionIsBoundedBeforeParsing(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	huge := list(400000, 60) + " * * * *"
 	for _, c := range []struct {
 		name, expr, want string
@@ -46,17 +47,17 @@ func TestCronExpressionIsBoundedBeforeParsing(t *testing.T) {
 		{"a step past integer", "*/99999999999 * * * *", "cron minute field '*/99999999999' has a bad step"},
 		{"a value past integer", "0 99999999999 * * *", "cron hour field '99999999999' is out of range 0-23"},
 	} {
-		_, err := b.pool.Exec(b.ctx, `select pgrun.cron_next($1, now())`, c.expr)
+		_, err := b.Pool.Exec(b.Ctx, `select pgrun.cron_next($1, now())`, c.expr)
 		require.Error(t, err, c.name)
-		require.Equal(t, "22023", sqlState(err), "%s: %v", c.name, err)
+		require.Equal(t, "22023", testkit.SQLState(err), "%s: %v", c.name, err)
 		require.NotEmpty(t, pgHint(err), c.name)
 		require.ErrorContains(t, err, c.want, c.name)
 
-		_, err = b.pool.Exec(b.ctx, `select pgrun.set_schedule('hostile', $1, 'noop')`, c.expr)
-		require.Equal(t, "22023", sqlState(err), c.name)
+		_, err = b.Pool.Exec(b.Ctx, `select pgrun.set_schedule('hostile', $1, 'noop')`, c.expr)
+		require.Equal(t, "22023", testkit.SQLState(err), c.name)
 	}
 	var n int
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from pgrun.schedules`).Scan(&n))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.schedules`).Scan(&n))
 	require.Zero(t, n)
 
 	// cron_field holds the same bounds when called on its own.
@@ -65,29 +66,29 @@ func TestCronExpressionIsBoundedBeforeParsing(t *testing.T) {
 		long:         fmt.Sprintf("cron minute field is %d characters, over the limit of 256 characters", len(long)),
 		list(61, 60): "cron minute field has 61 comma-separated parts, over the limit of 60 parts",
 	} {
-		_, err := b.pool.Exec(b.ctx, `select pgrun.cron_field($1, 0, 59, 'minute')`, field)
-		require.Equal(t, "22023", sqlState(err))
+		_, err := b.Pool.Exec(b.Ctx, `select pgrun.cron_field($1, 0, 59, 'minute')`, field)
+		require.Equal(t, "22023", testkit.SQLState(err))
 		require.ErrorContains(t, err, want)
 		require.NotEmpty(t, pgHint(err))
 	}
 	var limits [2]int
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select pgrun.max_cron_chars(), pgrun.max_cron_parts()`).Scan(&limits[0], &limits[1]))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select pgrun.max_cron_chars(), pgrun.max_cron_parts()`).Scan(&limits[0], &limits[1]))
 	require.Equal(t, [2]int{256, 60}, limits)
 }
 
 // At the bounds an expression still works: 60 parts in a field, 256 characters.
 func TestCronExpressionAtTheBoundsFires(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	sixty := list(60, 60) + " * * * *" // every minute, spelled out
 	var got time.Time
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select pgrun.cron_next($1, $2)`, sixty, at("2030-01-01T10:07:10Z")).Scan(&got))
-	require.Equal(t, at("2030-01-01T10:08:00Z"), got.UTC())
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select pgrun.cron_next($1, $2)`, sixty, testkit.At("2030-01-01T10:07:10Z")).Scan(&got))
+	require.Equal(t, testkit.At("2030-01-01T10:08:00Z"), got.UTC())
 
 	padded := "*/15" + strings.Repeat(" ", 256-len("*/15 * * * *")) + " * * * *"
 	require.Len(t, padded, 256)
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select pgrun.cron_next($1, $2)`, padded, at("2030-01-01T10:07:10Z")).Scan(&got))
-	require.Equal(t, at("2030-01-01T10:15:00Z"), got.UTC())
-	_, err := b.pool.Exec(b.ctx, `select pgrun.cron_next($1, now())`, padded+" ")
-	require.Equal(t, "22023", sqlState(err))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select pgrun.cron_next($1, $2)`, padded, testkit.At("2030-01-01T10:07:10Z")).Scan(&got))
+	require.Equal(t, testkit.At("2030-01-01T10:15:00Z"), got.UTC())
+	_, err := b.Pool.Exec(b.Ctx, `select pgrun.cron_next($1, now())`, padded+" ")
+	require.Equal(t, "22023", testkit.SQLState(err))
 	require.ErrorContains(t, err, "is 257 characters, over the limit of 256 characters")
 }

@@ -5,20 +5,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgrun/pgrun/internal/testkit"
 	"github.com/stretchr/testify/require"
 )
 
-func at(s string) time.Time {
-	t, err := time.Parse(time.RFC3339, s)
-	if err != nil {
-		panic(err)
-	}
-	return t
-}
-
 // cron_next is checked against explicit instants.
 func TestCronNextAtExplicitInstants(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	for _, c := range []struct {
 		expr, tz, after, want string
 	}{
@@ -40,8 +33,8 @@ func TestCronNextAtExplicitInstants(t *testing.T) {
 		{"@every 5 minutes", "UTC", "2030-01-01T10:07:10Z", "2030-01-01T10:10:00Z"},
 	} {
 		var got time.Time
-		require.NoError(t, b.pool.QueryRow(b.ctx, `select pgrun.cron_next($1, $2, $3)`, c.expr, at(c.after), c.tz).Scan(&got), c.expr)
-		require.Equal(t, at(c.want), got.UTC(), "%s after %s in %s", c.expr, c.after, c.tz)
+		require.NoError(t, b.Pool.QueryRow(b.Ctx, `select pgrun.cron_next($1, $2, $3)`, c.expr, testkit.At(c.after), c.tz).Scan(&got), c.expr)
+		require.Equal(t, testkit.At(c.want), got.UTC(), "%s after %s in %s", c.expr, c.after, c.tz)
 	}
 	for expr, want := range map[string]string{
 		"61 * * * *":   "cron minute field '61' is out of range",
@@ -51,8 +44,8 @@ func TestCronNextAtExplicitInstants(t *testing.T) {
 		"0 0 * * fun":  "unknown value 'fun'",
 		"*/0 * * * *":  "has a bad step",
 	} {
-		_, err := b.pool.Exec(b.ctx, `select pgrun.cron_next($1, now())`, expr)
-		require.Equal(t, "22023", sqlState(err), expr)
+		_, err := b.Pool.Exec(b.Ctx, `select pgrun.cron_next($1, now())`, expr)
+		require.Equal(t, "22023", testkit.SQLState(err), expr)
 		require.ErrorContains(t, err, want, expr)
 	}
 }
@@ -60,13 +53,13 @@ func TestCronNextAtExplicitInstants(t *testing.T) {
 // A due slot fires exactly once however many callers run maintain() at once; after
 // downtime the missed slots fire once, not as a storm.
 func TestScheduleFiresEachSlotOnce(t *testing.T) {
-	b := setup(t)
-	now := at("2030-01-01T10:00:30Z")
-	c := pinnedClock(t, b, now)
-	c.exec(`select pgrun.set_schedule('tick', '@every 1 minute', 'noop', '{"from": "schedule"}', queue => 'cron')`)
+	b := testkit.Setup(t)
+	now := testkit.At("2030-01-01T10:00:30Z")
+	c := testkit.PinClock(t, b, now)
+	c.Exec(`select pgrun.set_schedule('tick', '@every 1 minute', 'noop', '{"from": "schedule"}', queue => 'cron')`)
 	var next time.Time
-	c.queryRow(`select next_fire_at from pgrun.schedules where name = 'tick'`, nil, &next)
-	require.Equal(t, at("2030-01-01T10:01:00Z"), next.UTC())
+	c.QueryRow(`select next_fire_at from pgrun.schedules where name = 'tick'`, nil, &next)
+	require.Equal(t, testkit.At("2030-01-01T10:01:00Z"), next.UTC())
 
 	// Eight concurrent maintainers at 10:01:05.
 	var wg sync.WaitGroup
@@ -74,119 +67,119 @@ func TestScheduleFiresEachSlotOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			conn, err := b.pool.Acquire(b.ctx)
+			conn, err := b.Pool.Acquire(b.Ctx)
 			if err != nil {
 				t.Error(err)
 				return
 			}
 			defer conn.Release()
-			tx, err := conn.Begin(b.ctx)
+			tx, err := conn.Begin(b.Ctx)
 			if err != nil {
 				t.Error(err)
 				return
 			}
-			defer tx.Rollback(b.ctx)
-			if _, err := tx.Exec(b.ctx, `select set_config('pgrun.now', '2030-01-01T10:01:05Z', true)`); err != nil {
+			defer tx.Rollback(b.Ctx)
+			if _, err := tx.Exec(b.Ctx, `select set_config('pgrun.now', '2030-01-01T10:01:05Z', true)`); err != nil {
 				t.Error(err)
 				return
 			}
-			if _, err := tx.Exec(b.ctx, `select pgrun.maintain()`); err != nil {
+			if _, err := tx.Exec(b.Ctx, `select pgrun.maintain()`); err != nil {
 				t.Error(err)
 				return
 			}
-			if err := tx.Commit(b.ctx); err != nil {
+			if err := tx.Commit(b.Ctx); err != nil {
 				t.Error(err)
 			}
 		}()
 	}
 	wg.Wait()
 	var jobs int
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from pgrun.jobs where queue = 'cron'`).Scan(&jobs))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.jobs where queue = 'cron'`).Scan(&jobs))
 	require.Equal(t, 1, jobs)
 
 	// Down for an hour: one job for the missed slots, next slot in the future.
-	c.set(at("2030-01-01T11:01:30Z"))
-	c.exec(`select pgrun.maintain()`)
-	c.exec(`select pgrun.maintain()`)
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from pgrun.jobs where queue = 'cron'`).Scan(&jobs))
+	c.Set(testkit.At("2030-01-01T11:01:30Z"))
+	c.Exec(`select pgrun.maintain()`)
+	c.Exec(`select pgrun.maintain()`)
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.jobs where queue = 'cron'`).Scan(&jobs))
 	require.Equal(t, 2, jobs)
 	var last time.Time
-	c.queryRow(`select next_fire_at, last_fire_at from pgrun.schedules where name = 'tick'`, nil, &next, &last)
-	require.Equal(t, at("2030-01-01T11:02:00Z"), next.UTC())
-	require.Equal(t, at("2030-01-01T10:02:00Z"), last.UTC())
+	c.QueryRow(`select next_fire_at, last_fire_at from pgrun.schedules where name = 'tick'`, nil, &next, &last)
+	require.Equal(t, testkit.At("2030-01-01T11:02:00Z"), next.UTC())
+	require.Equal(t, testkit.At("2030-01-01T10:02:00Z"), last.UTC())
 
 	// Disabled schedules do not fire; drop removes.
-	c.exec(`select pgrun.set_schedule('tick', '@every 1 minute', 'noop', queue => 'cron', enabled => false)`)
-	c.set(at("2030-01-01T12:00:00Z"))
-	c.exec(`select pgrun.maintain()`)
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from pgrun.jobs where queue = 'cron'`).Scan(&jobs))
+	c.Exec(`select pgrun.set_schedule('tick', '@every 1 minute', 'noop', queue => 'cron', enabled => false)`)
+	c.Set(testkit.At("2030-01-01T12:00:00Z"))
+	c.Exec(`select pgrun.maintain()`)
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.jobs where queue = 'cron'`).Scan(&jobs))
 	require.Equal(t, 2, jobs)
-	c.exec(`select pgrun.drop_schedule('tick')`)
-	_, err := b.pool.Exec(b.ctx, `select pgrun.drop_schedule('tick')`)
-	require.Equal(t, "P0002", sqlState(err))
-	_, err = b.pool.Exec(b.ctx, `select pgrun.set_schedule('x', '@daily', 'noop', timezone => 'Mars/Olympus')`)
+	c.Exec(`select pgrun.drop_schedule('tick')`)
+	_, err := b.Pool.Exec(b.Ctx, `select pgrun.drop_schedule('tick')`)
+	require.Equal(t, "P0002", testkit.SQLState(err))
+	_, err = b.Pool.Exec(b.Ctx, `select pgrun.set_schedule('x', '@daily', 'noop', timezone => 'Mars/Olympus')`)
 	require.ErrorContains(t, err, "time zone 'Mars/Olympus' is not known")
 }
 
 // Pausing a schedule keeps every setting and stops it firing; resuming fires from the
 // next slot after the clock, so the slots missed while paused do not fire at all.
 func TestPausedScheduleKeepsSettingsAndDoesNotFire(t *testing.T) {
-	b := setup(t)
-	c := pinnedClock(t, b, at("2030-01-01T10:00:30Z"))
-	c.exec(`select pgrun.set_schedule('report', '*/5 * * * *', 'report', '{"kind": "daily"}',
+	b := testkit.Setup(t)
+	c := testkit.PinClock(t, b, testkit.At("2030-01-01T10:00:30Z"))
+	c.Exec(`select pgrun.set_schedule('report', '*/5 * * * *', 'report', '{"kind": "daily"}',
 		queue => 'reports', timezone => 'Europe/Berlin')`)
 	const settings = `select cron, kind, args::text, queue, timezone from pgrun.schedules where name = 'report'`
 	var cron, kind, args, queue, tz string
-	c.queryRow(settings, nil, &cron, &kind, &args, &queue, &tz)
+	c.QueryRow(settings, nil, &cron, &kind, &args, &queue, &tz)
 	before := []string{cron, kind, args, queue, tz}
 	require.Equal(t, []string{"*/5 * * * *", "report", `{"kind": "daily"}`, "reports", "Europe/Berlin"}, before)
 
 	var enabled bool
-	c.queryRow(`select enabled from pgrun.pause_schedule('report')`, nil, &enabled)
+	c.QueryRow(`select enabled from pgrun.pause_schedule('report')`, nil, &enabled)
 	require.False(t, enabled)
-	c.queryRow(`select enabled from pgrun.pause_schedule('report')`, nil, &enabled) // twice is harmless
+	c.QueryRow(`select enabled from pgrun.pause_schedule('report')`, nil, &enabled) // twice is harmless
 	require.False(t, enabled)
 
 	// Two hours pass with maintain() running: nothing fires.
 	for _, now := range []string{"2030-01-01T10:05:10Z", "2030-01-01T11:00:00Z", "2030-01-01T12:02:00Z"} {
-		c.set(at(now))
-		c.exec(`select pgrun.maintain()`)
+		c.Set(testkit.At(now))
+		c.Exec(`select pgrun.maintain()`)
 	}
 	jobs := func() int {
 		var n int
-		c.queryRow(`select count(*) from pgrun.jobs where queue = 'reports'`, nil, &n)
+		c.QueryRow(`select count(*) from pgrun.jobs where queue = 'reports'`, nil, &n)
 		return n
 	}
 	require.Zero(t, jobs())
 
 	// Resumed at 12:02: the next slot is 12:05, the missed ones are skipped.
 	var next time.Time
-	c.queryRow(`select enabled, next_fire_at from pgrun.resume_schedule('report')`, nil, &enabled, &next)
+	c.QueryRow(`select enabled, next_fire_at from pgrun.resume_schedule('report')`, nil, &enabled, &next)
 	require.True(t, enabled)
-	require.Equal(t, at("2030-01-01T12:05:00Z"), next.UTC())
-	c.queryRow(settings, nil, &cron, &kind, &args, &queue, &tz)
+	require.Equal(t, testkit.At("2030-01-01T12:05:00Z"), next.UTC())
+	c.QueryRow(settings, nil, &cron, &kind, &args, &queue, &tz)
 	require.Equal(t, before, []string{cron, kind, args, queue, tz})
-	c.exec(`select pgrun.maintain()`)
+	c.Exec(`select pgrun.maintain()`)
 	require.Zero(t, jobs(), "a resumed schedule must not fire its missed slots")
 
 	// Resuming a running schedule changes nothing; at 12:05 it fires with its args.
-	c.queryRow(`select next_fire_at from pgrun.resume_schedule('report')`, nil, &next)
-	require.Equal(t, at("2030-01-01T12:05:00Z"), next.UTC())
-	c.set(at("2030-01-01T12:05:20Z"))
-	c.exec(`select pgrun.maintain()`)
+	c.QueryRow(`select next_fire_at from pgrun.resume_schedule('report')`, nil, &next)
+	require.Equal(t, testkit.At("2030-01-01T12:05:00Z"), next.UTC())
+	c.Set(testkit.At("2030-01-01T12:05:20Z"))
+	c.Exec(`select pgrun.maintain()`)
 	require.Equal(t, 1, jobs())
 	var jobKind, jobArgs string
-	c.queryRow(`select kind, args::text from pgrun.jobs where queue = 'reports'`, nil, &jobKind, &jobArgs)
+	c.QueryRow(`select kind, args::text from pgrun.jobs where queue = 'reports'`, nil, &jobKind, &jobArgs)
 	require.Equal(t, "report", jobKind)
 	require.Equal(t, `{"kind": "daily"}`, jobArgs)
 
 	for _, fn := range []string{"pause_schedule", "resume_schedule"} {
-		_, err := b.pool.Exec(b.ctx, `select pgrun.`+fn+`('reprot')`)
-		require.Equal(t, "P0002", sqlState(err), fn)
+		_, err := b.Pool.Exec(b.Ctx, `select pgrun.`+fn+`('reprot')`)
+		require.Equal(t, "P0002", testkit.SQLState(err), fn)
 		require.ErrorContains(t, err, "schedule 'reprot' does not exist", fn)
 		require.Contains(t, pgHint(err), "pgrun.schedules", fn)
 	}
 	var n int
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from pgrun.schedules`).Scan(&n))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.schedules`).Scan(&n))
 	require.Equal(t, 1, n)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/pgrun/pgrun/internal/testkit"
 	"github.com/stretchr/testify/require"
 )
 
@@ -23,7 +24,7 @@ type tlEntry struct {
 }
 
 // timelineOf reads job id's timeline.
-func timelineOf(t *testing.T, db kitDB, id int64) []tlEntry {
+func timelineOf(t *testing.T, db testkit.Querier, id int64) []tlEntry {
 	t.Helper()
 	rows, err := db.Query(context.Background(), `select * from pgrun.job_timeline($1)`, id)
 	require.NoError(t, err)
@@ -46,14 +47,14 @@ func sketch(entries []tlEntry) []string {
 }
 
 // tlEnqueue enqueues one echo job on queue default and returns its id.
-func tlEnqueue(t *testing.T, db kitDB) int64 {
+func tlEnqueue(t *testing.T, db testkit.Querier) int64 {
 	t.Helper()
 	var id int64
 	require.NoError(t, db.QueryRow(context.Background(), `select id from pgrun.enqueue_job('echo', '{"n": 1}')`).Scan(&id))
 	return id
 }
 
-func tlExec(t *testing.T, db kitDB, sql string, args ...any) {
+func tlExec(t *testing.T, db testkit.Querier, sql string, args ...any) {
 	t.Helper()
 	_, err := db.Exec(context.Background(), sql, args...)
 	require.NoError(t, err)
@@ -62,17 +63,17 @@ func tlExec(t *testing.T, db kitDB, sql string, args ...any) {
 // A job that succeeded on its first attempt wrote no event, yet its timeline tells
 // the whole story from the row's own timestamps.
 func TestTimelineOfAJobThatSucceededFirstTime(t *testing.T) {
-	b := setup(t)
-	id := tlEnqueue(t, b.pool)
-	c := kitClaimN(t, b.pool, "default", "w1", 1, "30 seconds")
+	b := testkit.Setup(t)
+	id := tlEnqueue(t, b.Pool)
+	c := testkit.ClaimN(t, b.Pool, "default", "w1", 1, "30 seconds")
 	require.Len(t, c, 1)
-	tlExec(t, b.pool, `select pgrun.complete_jobs(array[$1::bigint], array[$2::int])`, c[0].id, c[0].attempt)
+	tlExec(t, b.Pool, `select pgrun.complete_jobs(array[$1::bigint], array[$2::int])`, c[0].ID, c[0].Attempt)
 
-	require.Zero(t, kitSnap(t, b.pool, id).events, "the hot path writes no event")
-	tl := timelineOf(t, b.pool, id)
+	require.Zero(t, testkit.Snap(t, b.Pool, id).Events, "the hot path writes no event")
+	tl := timelineOf(t, b.Pool, id)
 	require.Equal(t, []string{"job.enqueued@0", "job.started@1", "job.succeeded@1"}, sketch(tl))
 	var created, started, finished time.Time
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select created_at, started_at, finished_at from pgrun.jobs where id = $1`, id).
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select created_at, started_at, finished_at from pgrun.jobs where id = $1`, id).
 		Scan(&created, &started, &finished))
 	require.True(t, tl[0].At.Equal(created))
 	require.True(t, tl[1].At.Equal(started))
@@ -85,28 +86,28 @@ func TestTimelineOfAJobThatSucceededFirstTime(t *testing.T) {
 
 // tlFailOnceThenSucceed runs a job whose first attempt fails (retryable) and whose
 // second succeeds; the second claim happens on a clock past the backoff.
-func tlFailOnceThenSucceed(t *testing.T, b *bundle) int64 {
+func tlFailOnceThenSucceed(t *testing.T, b *testkit.DB) int64 {
 	t.Helper()
-	id := tlEnqueue(t, b.pool)
-	c := kitClaimN(t, b.pool, "default", "w1", 1, "30 seconds")
+	id := tlEnqueue(t, b.Pool)
+	c := testkit.ClaimN(t, b.Pool, "default", "w1", 1, "30 seconds")
 	require.Len(t, c, 1)
-	tlExec(t, b.pool, `select pgrun.fail_job($1, $2, '{"message": "disk full", "class": "io"}')`, c[0].id, c[0].attempt)
-	require.Equal(t, "queued", string(jobStatus(t, b, id)))
+	tlExec(t, b.Pool, `select pgrun.fail_job($1, $2, '{"message": "disk full", "class": "io"}')`, c[0].ID, c[0].Attempt)
+	require.Equal(t, "queued", string(testkit.JobStatus(t, b, id)))
 
-	clk := pinnedClock(t, b, time.Now().Add(time.Hour)) // past any first backoff
-	c = kitClaimN(t, clk.conn, "default", "w2", 1, "30 seconds")
+	clk := testkit.PinClock(t, b, time.Now().Add(time.Hour)) // past any first backoff
+	c = testkit.ClaimN(t, clk.Conn, "default", "w2", 1, "30 seconds")
 	require.Len(t, c, 1)
-	require.EqualValues(t, 2, c[0].attempt)
-	clk.exec(`select pgrun.complete_jobs(array[$1::bigint], array[$2::int])`, c[0].id, c[0].attempt)
+	require.EqualValues(t, 2, c[0].Attempt)
+	clk.Exec(`select pgrun.complete_jobs(array[$1::bigint], array[$2::int])`, c[0].ID, c[0].Attempt)
 	return id
 }
 
 // A failed attempt shows as its stored job.failed under attempt 1; the retry that
 // succeeded shows as started and succeeded under attempt 2.
 func TestTimelineOfAJobThatFailedOnceThenSucceeded(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	id := tlFailOnceThenSucceed(t, b)
-	tl := timelineOf(t, b.pool, id)
+	tl := timelineOf(t, b.Pool, id)
 	require.Equal(t, []string{"job.enqueued@0", "job.failed@1", "job.started@2", "job.succeeded@2"}, sketch(tl))
 	require.Equal(t, "disk full", *tl[1].Message)
 	require.Equal(t, "warn", tl[1].Level)
@@ -115,21 +116,21 @@ func TestTimelineOfAJobThatFailedOnceThenSucceeded(t *testing.T) {
 
 // A cancelled queued job: the stored job.cancelled is its ending, not repeated.
 func TestTimelineOfACancelledQueuedJobShowsTheCancelOnce(t *testing.T) {
-	b := setup(t)
-	id := tlEnqueue(t, b.pool)
-	tlExec(t, b.pool, `select pgrun.cancel_job($1, 'not needed')`, id)
-	tl := timelineOf(t, b.pool, id)
+	b := testkit.Setup(t)
+	id := tlEnqueue(t, b.Pool)
+	tlExec(t, b.Pool, `select pgrun.cancel_job($1, 'not needed')`, id)
+	tl := timelineOf(t, b.Pool, id)
 	require.Equal(t, []string{"job.enqueued@0", "job.cancelled@0"}, sketch(tl))
 	require.Equal(t, "not needed", *tl[1].Message)
 }
 
 // A permanent failure: fail_job's job.failed is the ending, not repeated.
 func TestTimelineOfAPermanentFailureShowsTheFailureOnce(t *testing.T) {
-	b := setup(t)
-	id := tlEnqueue(t, b.pool)
-	c := kitClaimN(t, b.pool, "default", "w1", 1, "30 seconds")
-	tlExec(t, b.pool, `select pgrun.fail_job($1, $2, '{"message": "bad input"}', false)`, c[0].id, c[0].attempt)
-	tl := timelineOf(t, b.pool, id)
+	b := testkit.Setup(t)
+	id := tlEnqueue(t, b.Pool)
+	c := testkit.ClaimN(t, b.Pool, "default", "w1", 1, "30 seconds")
+	tlExec(t, b.Pool, `select pgrun.fail_job($1, $2, '{"message": "bad input"}', false)`, c[0].ID, c[0].Attempt)
+	tl := timelineOf(t, b.Pool, id)
 	require.Equal(t, []string{"job.enqueued@0", "job.started@1", "job.failed@1"}, sketch(tl))
 	require.Equal(t, "error", tl[2].Level)
 }
@@ -137,17 +138,17 @@ func TestTimelineOfAPermanentFailureShowsTheFailureOnce(t *testing.T) {
 // An ending that wrote no event of its name (a failure by lease expiry writes
 // job.lease_expired) still ends the timeline with job.failed, carrying the error.
 func TestTimelineEndsWithAFailureTheAuditLogNamedOtherwise(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	now := time.Now().Add(time.Hour)
-	clk := pinnedClock(t, b, now)
-	id := tlEnqueue(t, clk.conn)
-	c := kitClaimN(t, clk.conn, "default", "w1", 1, "30 seconds")
+	clk := testkit.PinClock(t, b, now)
+	id := tlEnqueue(t, clk.Conn)
+	c := testkit.ClaimN(t, clk.Conn, "default", "w1", 1, "30 seconds")
 	require.Len(t, c, 1)
-	clk.set(now.Add(time.Minute))
-	clk.exec(`select pgrun.maintain(lease_budget => 0)`)
-	require.Equal(t, "failed", string(jobStatus(t, b, id)))
+	clk.Set(now.Add(time.Minute))
+	clk.Exec(`select pgrun.maintain(lease_budget => 0)`)
+	require.Equal(t, "failed", string(testkit.JobStatus(t, b, id)))
 
-	tl := timelineOf(t, b.pool, id)
+	tl := timelineOf(t, b.Pool, id)
 	require.Equal(t, []string{"job.enqueued@0", "job.started@1", "job.lease_expired@1", "job.failed@1"}, sketch(tl))
 	last := tl[3]
 	require.Equal(t, "error", last.Level)
@@ -160,51 +161,51 @@ func TestTimelineEndsWithAFailureTheAuditLogNamedOtherwise(t *testing.T) {
 // attempt) is stored.
 func TestTimelineOfARedrivenJob(t *testing.T) {
 	t.Run("cancelled_then_succeeded", func(t *testing.T) {
-		b := setup(t)
-		id := tlEnqueue(t, b.pool)
-		tlExec(t, b.pool, `select pgrun.cancel_job($1)`, id)
-		tlExec(t, b.pool, `select pgrun.retry_job($1)`, id)
-		c := kitClaimN(t, b.pool, "default", "w1", 1, "30 seconds")
+		b := testkit.Setup(t)
+		id := tlEnqueue(t, b.Pool)
+		tlExec(t, b.Pool, `select pgrun.cancel_job($1)`, id)
+		tlExec(t, b.Pool, `select pgrun.retry_job($1)`, id)
+		c := testkit.ClaimN(t, b.Pool, "default", "w1", 1, "30 seconds")
 		require.Len(t, c, 1)
-		tlExec(t, b.pool, `select pgrun.complete_jobs(array[$1::bigint], array[$2::int])`, c[0].id, c[0].attempt)
+		tlExec(t, b.Pool, `select pgrun.complete_jobs(array[$1::bigint], array[$2::int])`, c[0].ID, c[0].Attempt)
 		require.Equal(t,
 			[]string{"job.enqueued@0", "job.cancelled@0", "job.retried@0", "job.started@1", "job.succeeded@1"},
-			sketch(timelineOf(t, b.pool, id)))
+			sketch(timelineOf(t, b.Pool, id)))
 	})
 	t.Run("failed_twice_for_good", func(t *testing.T) {
-		b := setup(t)
-		id := tlEnqueue(t, b.pool)
+		b := testkit.Setup(t)
+		id := tlEnqueue(t, b.Pool)
 		for attempt := 1; attempt <= 2; attempt++ {
-			c := kitClaimN(t, b.pool, "default", "w1", 1, "30 seconds")
+			c := testkit.ClaimN(t, b.Pool, "default", "w1", 1, "30 seconds")
 			require.Len(t, c, 1)
-			tlExec(t, b.pool, `select pgrun.fail_job($1, $2, '{"message": "no"}', false)`, c[0].id, c[0].attempt)
+			tlExec(t, b.Pool, `select pgrun.fail_job($1, $2, '{"message": "no"}', false)`, c[0].ID, c[0].Attempt)
 			if attempt == 1 {
-				tlExec(t, b.pool, `select pgrun.retry_job($1)`, id)
+				tlExec(t, b.Pool, `select pgrun.retry_job($1)`, id)
 			}
 		}
 		require.Equal(t,
 			[]string{"job.enqueued@0", "job.failed@1", "job.retried@1", "job.started@2", "job.failed@2"},
-			sketch(timelineOf(t, b.pool, id)))
+			sketch(timelineOf(t, b.Pool, id)))
 	})
 }
 
 // Handler events sit between start and ending; an event naming no attempt has NULL.
 func TestTimelineKeepsHandlerEventsInOrder(t *testing.T) {
-	b := setup(t)
-	id := tlEnqueue(t, b.pool)
-	c := kitClaimN(t, b.pool, "default", "w1", 1, "30 seconds")
-	tlExec(t, b.pool, `select pgrun.emit($1, 'batch.done', '{"rows": 10}')`, id)
-	tlExec(t, b.pool, `select pgrun.emit($1, 'batch.odd', '{"attempt": "first"}')`, id)
-	tlExec(t, b.pool, `select pgrun.complete_jobs(array[$1::bigint], array[$2::int])`, c[0].id, c[0].attempt)
+	b := testkit.Setup(t)
+	id := tlEnqueue(t, b.Pool)
+	c := testkit.ClaimN(t, b.Pool, "default", "w1", 1, "30 seconds")
+	tlExec(t, b.Pool, `select pgrun.emit($1, 'batch.done', '{"rows": 10}')`, id)
+	tlExec(t, b.Pool, `select pgrun.emit($1, 'batch.odd', '{"attempt": "first"}')`, id)
+	tlExec(t, b.Pool, `select pgrun.complete_jobs(array[$1::bigint], array[$2::int])`, c[0].ID, c[0].Attempt)
 	require.Equal(t,
 		[]string{"job.enqueued@0", "job.started@1", "batch.done@-", "batch.odd@-", "job.succeeded@1"},
-		sketch(timelineOf(t, b.pool, id)))
+		sketch(timelineOf(t, b.Pool, id)))
 }
 
 func TestTimelineOfAnUnknownJobRaisesP0002(t *testing.T) {
-	b := setup(t)
-	_, err := b.pool.Exec(b.ctx, `select * from pgrun.job_timeline(424242)`)
-	pe := kitPgError(t, err, "job_timeline of an unknown id")
+	b := testkit.Setup(t)
+	_, err := b.Pool.Exec(b.Ctx, `select * from pgrun.job_timeline(424242)`)
+	pe := testkit.PgError(t, err, "job_timeline of an unknown id")
 	require.Equal(t, "P0002", pe.Code)
 	require.Contains(t, pe.Message, "424242")
 	require.NotEmpty(t, pe.Hint)
@@ -212,9 +213,9 @@ func TestTimelineOfAnUnknownJobRaisesP0002(t *testing.T) {
 
 // `runner job ID` prints the timeline with attempt numbers.
 func TestTimelineIsWhatRunnerJobPrints(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	id := tlFailOnceThenSucceed(t, b)
-	out, err := exec.Command(runnerBin, "job", fmt.Sprint(id), "--database-url", b.url).CombinedOutput()
+	out, err := exec.Command(runnerBin, "job", fmt.Sprint(id), "--database-url", b.URL).CombinedOutput()
 	require.NoError(t, err, string(out))
 	_, tail, ok := strings.Cut(string(out), "\ntimeline (4)\n")
 	require.True(t, ok, "no timeline section in:\n%s", out)
@@ -230,64 +231,64 @@ func TestTimelineIsWhatRunnerJobPrints(t *testing.T) {
 // emit takes "warning" for "warn" and stores warn (the table's check allows debug,
 // info, warn and error); other level names are still refused.
 func TestEmitStoresWarningAsWarn(t *testing.T) {
-	b := setup(t)
-	id := tlEnqueue(t, b.pool)
+	b := testkit.Setup(t)
+	id := tlEnqueue(t, b.Pool)
 	levelOf := func(given string) string {
 		t.Helper()
 		var ev int64
-		require.NoError(t, b.pool.QueryRow(b.ctx, `select pgrun.emit($1, 'disk.low', level => $2)`, id, given).Scan(&ev))
+		require.NoError(t, b.Pool.QueryRow(b.Ctx, `select pgrun.emit($1, 'disk.low', level => $2)`, id, given).Scan(&ev))
 		var level string
-		require.NoError(t, b.pool.QueryRow(b.ctx, `select level from pgrun.job_events where id = $1`, ev).Scan(&level))
+		require.NoError(t, b.Pool.QueryRow(b.Ctx, `select level from pgrun.job_events where id = $1`, ev).Scan(&level))
 		return level
 	}
 	require.Equal(t, "warn", levelOf("warning"))
 	require.Equal(t, "warn", levelOf("warn"))
 	require.Equal(t, "debug", levelOf("debug"))
 
-	before := kitSnap(t, b.pool, id)
+	before := testkit.Snap(t, b.Pool, id)
 	for _, bad := range []string{"Warning", "warnings", "fatal"} {
-		_, err := b.pool.Exec(b.ctx, `select pgrun.emit($1, 'disk.low', level => $2)`, id, bad)
-		pe := kitPgError(t, err, "level "+bad)
+		_, err := b.Pool.Exec(b.Ctx, `select pgrun.emit($1, 'disk.low', level => $2)`, id, bad)
+		pe := testkit.PgError(t, err, "level "+bad)
 		require.Equal(t, "22023", pe.Code)
 		require.Contains(t, pe.Message, bad)
 		require.Contains(t, pe.Hint, "warning")
 	}
-	require.Equal(t, before, kitSnap(t, b.pool, id))
+	require.Equal(t, before, testkit.Snap(t, b.Pool, id))
 }
 
 // emit refuses fields over max_json_bytes before writing anything.
 func TestEmitRefusesFieldsOverTheSizeLimit(t *testing.T) {
-	b := setup(t)
-	id := tlEnqueue(t, b.pool)
-	c := kitClaimN(t, b.pool, "default", "w1", 1, "30 seconds")
+	b := testkit.Setup(t)
+	id := tlEnqueue(t, b.Pool)
+	c := testkit.ClaimN(t, b.Pool, "default", "w1", 1, "30 seconds")
 	require.Len(t, c, 1)
-	before := kitSnap(t, b.pool, id)
-	_, err := b.pool.Exec(b.ctx,
+	before := testkit.Snap(t, b.Pool, id)
+	_, err := b.Pool.Exec(b.Ctx,
 		`select pgrun.emit($1, 'blob', jsonb_build_object('blob', repeat('x', pgrun.max_json_bytes() + 1)))`, id)
-	pe := kitPgError(t, err, "oversized fields")
+	pe := testkit.PgError(t, err, "oversized fields")
 	require.Equal(t, "22023", pe.Code)
 	require.Contains(t, pe.Message, "event fields")
 	require.Contains(t, pe.Message, "over the limit")
 	require.NotEmpty(t, pe.Hint)
-	require.Equal(t, before, kitSnap(t, b.pool, id), "nothing written, not even the sign of life")
+	require.Equal(t, before, testkit.Snap(t, b.Pool, id), "nothing written, not even the sign of life")
 
 	// Just under the limit is fine.
-	tlExec(t, b.pool, `select pgrun.emit($1, 'blob', jsonb_build_object('blob', repeat('x', 1000)))`, id)
+	tlExec(t, b.Pool, `select pgrun.emit($1, 'blob', jsonb_build_object('blob', repeat('x', 1000)))`, id)
 }
 
 // emit fields _progress_current and _progress_total set the job's progress as
 // set_progress does, together with the sign of life.
 func TestEmitReportsProgress(t *testing.T) {
-	b := setup(t)
-	id := tlEnqueue(t, b.pool)
-	c := kitClaimN(t, b.pool, "default", "w1", 1, "30 seconds")
+	b := testkit.Setup(t)
+	id := tlEnqueue(t, b.Pool)
+	c := testkit.ClaimN(t, b.Pool, "default", "w1", 1, "30 seconds")
 	require.Len(t, c, 1)
 	progress := func() (int64, *int64, bool) {
 		t.Helper()
 		var cur int64
 		var total *int64
 		var beat bool
-		require.NoError(t, b.pool.QueryRow(b.ctx,
+		require.NoError(t, b.Pool.QueryRow(b.Ctx,
 			`select progress_current, progress_total, heartbeat_at is not null from pgrun.jobs where id = $1`, id).
 			Scan(&cur, &total, &beat))
 		return cur, total, beat
@@ -297,39 +298,39 @@ func TestEmitReportsProgress(t *testing.T) {
 	require.Nil(t, total)
 	require.False(t, beat)
 
-	tlExec(t, b.pool, `select pgrun.emit($1, 'batch.done', '{"_progress_current": 3, "_progress_total": 10, "rows": 7}')`, id)
+	tlExec(t, b.Pool, `select pgrun.emit($1, 'batch.done', '{"_progress_current": 3, "_progress_total": 10, "rows": 7}')`, id)
 	cur, total, beat = progress()
 	require.EqualValues(t, 3, cur)
 	require.EqualValues(t, 10, *total)
 	require.True(t, beat)
 
-	tlExec(t, b.pool, `select pgrun.emit($1, 'batch.done', '{"_progress_current": 5}')`, id) // total kept
+	tlExec(t, b.Pool, `select pgrun.emit($1, 'batch.done', '{"_progress_current": 5}')`, id) // total kept
 	cur, total, _ = progress()
 	require.EqualValues(t, 5, cur)
 	require.EqualValues(t, 10, *total)
 
-	tlExec(t, b.pool, `select pgrun.emit($1, 'batch.more', '{"_progress_total": 20}')`, id) // current kept
+	tlExec(t, b.Pool, `select pgrun.emit($1, 'batch.more', '{"_progress_total": 20}')`, id) // current kept
 	cur, total, _ = progress()
 	require.EqualValues(t, 5, cur)
 	require.EqualValues(t, 20, *total)
 
-	tlExec(t, b.pool, `select pgrun.emit($1, 'batch.done', '{"_progress_current": 9000000000000000000, "_progress_total": 9.2e18}')`, id)
+	tlExec(t, b.Pool, `select pgrun.emit($1, 'batch.done', '{"_progress_current": 9000000000000000000, "_progress_total": 9.2e18}')`, id)
 	cur, total, _ = progress()
 	require.EqualValues(t, int64(9000000000000000000), cur)
 	require.EqualValues(t, int64(9200000000000000000), *total)
 
 	// The keys stay in the stored fields.
 	var fields string
-	require.NoError(t, b.pool.QueryRow(b.ctx,
+	require.NoError(t, b.Pool.QueryRow(b.Ctx,
 		`select fields::text from pgrun.job_events where job_id = $1 and event = 'batch.more'`, id).Scan(&fields))
 	require.JSONEq(t, `{"_progress_total": 20}`, fields)
 
 	// Like the sign of life, progress applies to a running job only.
-	q := tlEnqueue(t, b.pool)
-	tlExec(t, b.pool, `select pgrun.emit($1, 'batch.done', '{"_progress_current": 3, "_progress_total": 10}')`, q)
+	q := tlEnqueue(t, b.Pool)
+	tlExec(t, b.Pool, `select pgrun.emit($1, 'batch.done', '{"_progress_current": 3, "_progress_total": 10}')`, q)
 	var qcur int64
 	var qtotal *int64
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select progress_current, progress_total from pgrun.jobs where id = $1`, q).Scan(&qcur, &qtotal))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select progress_current, progress_total from pgrun.jobs where id = $1`, q).Scan(&qcur, &qtotal))
 	require.Zero(t, qcur)
 	require.Nil(t, qtotal)
 }
@@ -337,20 +338,20 @@ func TestEmitReportsProgress(t *testing.T) {
 // A progress field that is not a non-negative integer is refused with 22023 naming
 // the field, before anything is written.
 func TestEmitRejectsBadProgressNamingTheField(t *testing.T) {
-	b := setup(t)
-	id := tlEnqueue(t, b.pool)
-	c := kitClaimN(t, b.pool, "default", "w1", 1, "30 seconds")
+	b := testkit.Setup(t)
+	id := tlEnqueue(t, b.Pool)
+	c := testkit.ClaimN(t, b.Pool, "default", "w1", 1, "30 seconds")
 	require.Len(t, c, 1)
-	before := kitSnap(t, b.pool, id)
+	before := testkit.Snap(t, b.Pool, id)
 	for _, key := range []string{"_progress_current", "_progress_total"} {
 		for _, bad := range []string{`-1`, `1.5`, `"3"`, `null`, `true`, `[1]`, `1e30`} {
 			fields := fmt.Sprintf(`{"%s": %s}`, key, bad)
-			_, err := b.pool.Exec(b.ctx, `select pgrun.emit($1, 'batch.done', $2::jsonb)`, id, fields)
-			pe := kitPgError(t, err, fields)
+			_, err := b.Pool.Exec(b.Ctx, `select pgrun.emit($1, 'batch.done', $2::jsonb)`, id, fields)
+			pe := testkit.PgError(t, err, fields)
 			require.Equal(t, "22023", pe.Code, fields)
 			require.Contains(t, pe.Message, key, fields)
 			require.NotEmpty(t, pe.Hint, fields)
 		}
 	}
-	require.Equal(t, before, kitSnap(t, b.pool, id))
+	require.Equal(t, before, testkit.Snap(t, b.Pool, id))
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgrun/pgrun/internal/testkit"
 	"github.com/stretchr/testify/require"
 )
 
@@ -26,7 +27,7 @@ type kitEvent struct {
 }
 
 // kitLastEvent returns job id's newest audit event.
-func kitLastEvent(t *testing.T, db kitDB, id int64) kitEvent {
+func kitLastEvent(t *testing.T, db testkit.Querier, id int64) kitEvent {
 	t.Helper()
 	var e kitEvent
 	var fields string
@@ -43,43 +44,43 @@ func kitLastEvent(t *testing.T, db kitDB, id int64) kitEvent {
 func TestReportsApplyOnceAndOnlyUnderTheCurrentAttempt(t *testing.T) {
 	for _, tr := range kitTransitions {
 		t.Run(tr.name, func(t *testing.T) {
-			b := setup(t)
+			b := testkit.Setup(t)
 			var id int64
-			require.NoError(t, b.pool.QueryRow(b.ctx, `select id from pgrun.enqueue_job('noop')`).Scan(&id))
+			require.NoError(t, b.Pool.QueryRow(b.Ctx, `select id from pgrun.enqueue_job('noop')`).Scan(&id))
 
-			unclaimed := kitSnap(t, b.pool, id)
+			unclaimed := testkit.Snap(t, b.Pool, id)
 			for _, attempt := range []int{0, 1} {
-				require.Nil(t, kitNullID(t, b.pool, tr.sql, id, attempt), "queued job, attempt %d", attempt)
+				require.Nil(t, testkit.NullID(t, b.Pool, tr.sql, id, attempt), "queued job, attempt %d", attempt)
 			}
-			require.Equal(t, unclaimed, kitSnap(t, b.pool, id), "a report on a queued job changed it")
+			require.Equal(t, unclaimed, testkit.Snap(t, b.Pool, id), "a report on a queued job changed it")
 
-			first := kitClaimN(t, b.pool, "default", "w1", 1, "30 seconds")
-			require.Equal(t, []kitClaim{{id, 1}}, first)
-			require.NotNil(t, kitNullID(t, b.pool, `select (pgrun.requeue_job($1, 1, 'test')).id`, id))
-			second := kitClaimN(t, b.pool, "default", "w2", 1, "30 seconds")
-			require.Equal(t, []kitClaim{{id, 2}}, second)
+			first := testkit.ClaimN(t, b.Pool, "default", "w1", 1, "30 seconds")
+			require.Equal(t, []testkit.Claim{{ID: id, Attempt: 1}}, first)
+			require.NotNil(t, testkit.NullID(t, b.Pool, `select (pgrun.requeue_job($1, 1, 'test')).id`, id))
+			second := testkit.ClaimN(t, b.Pool, "default", "w2", 1, "30 seconds")
+			require.Equal(t, []testkit.Claim{{ID: id, Attempt: 2}}, second)
 
-			reclaimed := kitSnap(t, b.pool, id)
+			reclaimed := testkit.Snap(t, b.Pool, id)
 			for _, attempt := range []int{1, 3} {
-				require.Nil(t, kitNullID(t, b.pool, tr.sql, id, attempt), "attempt %d is not the running one", attempt)
+				require.Nil(t, testkit.NullID(t, b.Pool, tr.sql, id, attempt), "attempt %d is not the running one", attempt)
 			}
-			require.Equal(t, reclaimed, kitSnap(t, b.pool, id), "a stale report changed the job")
+			require.Equal(t, reclaimed, testkit.Snap(t, b.Pool, id), "a stale report changed the job")
 
-			require.NotNil(t, kitNullID(t, b.pool, tr.sql, id, 2), "the current attempt's report applies")
-			applied := kitSnap(t, b.pool, id)
-			require.NotEqual(t, reclaimed.row, applied.row)
-			require.Nil(t, kitNullID(t, b.pool, tr.sql, id, 2), "the duplicate")
-			require.Equal(t, applied, kitSnap(t, b.pool, id), "a duplicate report changed the job")
+			require.NotNil(t, testkit.NullID(t, b.Pool, tr.sql, id, 2), "the current attempt's report applies")
+			applied := testkit.Snap(t, b.Pool, id)
+			require.NotEqual(t, reclaimed.Row, applied.Row)
+			require.Nil(t, testkit.NullID(t, b.Pool, tr.sql, id, 2), "the duplicate")
+			require.Equal(t, applied, testkit.Snap(t, b.Pool, id), "a duplicate report changed the job")
 
 			var other int64
-			require.NoError(t, b.pool.QueryRow(b.ctx, `select id from pgrun.enqueue_job('noop', queue => 'doomed')`).Scan(&other))
-			got := kitClaimN(t, b.pool, "doomed", "w1", 1, "30 seconds")
-			require.Equal(t, []kitClaim{{other, 1}}, got)
-			_, err := b.pool.Exec(b.ctx, `select pgrun.cancel_job($1, 'operator')`, other)
+			require.NoError(t, b.Pool.QueryRow(b.Ctx, `select id from pgrun.enqueue_job('noop', queue => 'doomed')`).Scan(&other))
+			got := testkit.ClaimN(t, b.Pool, "doomed", "w1", 1, "30 seconds")
+			require.Equal(t, []testkit.Claim{{ID: other, Attempt: 1}}, got)
+			_, err := b.Pool.Exec(b.Ctx, `select pgrun.cancel_job($1, 'operator')`, other)
 			require.NoError(t, err)
-			cancelled := kitSnap(t, b.pool, other)
-			require.Nil(t, kitNullID(t, b.pool, tr.sql, other, 1), "report after cancel")
-			require.Equal(t, cancelled, kitSnap(t, b.pool, other), "a report after cancel changed the job")
+			cancelled := testkit.Snap(t, b.Pool, other)
+			require.Nil(t, testkit.NullID(t, b.Pool, tr.sql, other, 1), "report after cancel")
+			require.Equal(t, cancelled, testkit.Snap(t, b.Pool, other), "a report after cancel changed the job")
 		})
 	}
 }
@@ -89,20 +90,20 @@ func TestReportsApplyOnceAndOnlyUnderTheCurrentAttempt(t *testing.T) {
 // and logged (job.failed with class, retryable, final, next_run_at); the failure that
 // spends max_attempts ends the job failed with finished_at.
 func TestFailureBackoffStaysWithinBoundsUntilAttemptsAreSpent(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	c := pinnedClock(t, b, now)
+	c := testkit.PinClock(t, b, now)
 	var id int64
-	c.queryRow(`select id from pgrun.enqueue_job('flaky', max_attempts => 6)`, nil, &id)
+	c.QueryRow(`select id from pgrun.enqueue_job('flaky', max_attempts => 6)`, nil, &id)
 	for n := 1; n <= 6; n++ {
-		c.set(now)
-		got := kitClaimN(t, c.conn, "default", "w", 1, "30 seconds")
-		require.Equal(t, []kitClaim{{id, int32(n)}}, got, "claim %d", n)
+		c.Set(now)
+		got := testkit.ClaimN(t, c.Conn, "default", "w", 1, "30 seconds")
+		require.Equal(t, []testkit.Claim{{ID: id, Attempt: int32(n)}}, got, "claim %d", n)
 		var status, errText string
 		var runAt time.Time
 		var failures int
 		var finished *time.Time
-		c.queryRow(`select status::text, run_at, failures, finished_at, error::text
+		c.QueryRow(`select status::text, run_at, failures, finished_at, error::text
 			from pgrun.fail_job($1, $2, '{"message": "upstream 503", "class": "upstream"}')`,
 			[]any{id, n}, &status, &runAt, &failures, &finished, &errText)
 		require.Equal(t, n, failures, "failure %d is counted", n)
@@ -111,7 +112,7 @@ func TestFailureBackoffStaysWithinBoundsUntilAttemptsAreSpent(t *testing.T) {
 		require.Equal(t, "upstream 503", body["message"])
 		require.Equal(t, "upstream", body["class"])
 		require.EqualValues(t, n, body["attempt"])
-		ev := kitLastEvent(t, c.conn, id)
+		ev := kitLastEvent(t, c.Conn, id)
 		require.Equal(t, "job.failed", ev.Event)
 		require.Equal(t, "upstream 503", *ev.Message)
 		require.Equal(t, "upstream", ev.Fields["class"])
@@ -140,7 +141,7 @@ func TestFailureBackoffStaysWithinBoundsUntilAttemptsAreSpent(t *testing.T) {
 		}
 	}
 	var events int
-	c.queryRow(`select count(*) from pgrun.job_events where job_id = $1 and event = 'job.failed'`, []any{id}, &events)
+	c.QueryRow(`select count(*) from pgrun.job_events where job_id = $1 and event = 'job.failed'`, []any{id}, &events)
 	require.Equal(t, 6, events)
 }
 
@@ -148,43 +149,43 @@ func TestFailureBackoffStaysWithinBoundsUntilAttemptsAreSpent(t *testing.T) {
 // retry_later after exactly its delay, requeue_job at once, each with its event. A
 // job allowed one attempt that was put back twice still has that attempt.
 func TestPutBackSpendsNoFailure(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	c := pinnedClock(t, b, t0)
+	c := testkit.PinClock(t, b, t0)
 	var id int64
-	c.queryRow(`select id from pgrun.enqueue_job('api', max_attempts => 1)`, nil, &id)
-	require.Equal(t, []kitClaim{{id, 1}}, kitClaimN(t, c.conn, "default", "w", 1, "30 seconds"))
+	c.QueryRow(`select id from pgrun.enqueue_job('api', max_attempts => 1)`, nil, &id)
+	require.Equal(t, []testkit.Claim{{ID: id, Attempt: 1}}, testkit.ClaimN(t, c.Conn, "default", "w", 1, "30 seconds"))
 
 	var status string
 	var runAt time.Time
 	var failures int
-	c.queryRow(`select status::text, run_at, failures from pgrun.retry_later($1, 1, '90 seconds', 'rate limited')`,
+	c.QueryRow(`select status::text, run_at, failures from pgrun.retry_later($1, 1, '90 seconds', 'rate limited')`,
 		[]any{id}, &status, &runAt, &failures)
 	require.Equal(t, "queued", status)
 	require.True(t, runAt.Equal(t0.Add(90*time.Second)), "run_at %s", runAt)
 	require.Zero(t, failures)
-	ev := kitLastEvent(t, c.conn, id)
+	ev := kitLastEvent(t, c.Conn, id)
 	require.Equal(t, "job.retry_later", ev.Event)
 	require.Equal(t, "rate limited", *ev.Message)
 	require.EqualValues(t, 1, ev.Fields["attempt"])
 	require.Equal(t, "w", ev.Fields["worker"])
 
-	c.set(t0.Add(89 * time.Second))
-	require.Empty(t, kitClaimN(t, c.conn, "default", "w", 1, "30 seconds"), "not due before its delay")
-	c.set(t0.Add(90 * time.Second))
-	require.Equal(t, []kitClaim{{id, 2}}, kitClaimN(t, c.conn, "default", "w", 1, "30 seconds"))
+	c.Set(t0.Add(89 * time.Second))
+	require.Empty(t, testkit.ClaimN(t, c.Conn, "default", "w", 1, "30 seconds"), "not due before its delay")
+	c.Set(t0.Add(90 * time.Second))
+	require.Equal(t, []testkit.Claim{{ID: id, Attempt: 2}}, testkit.ClaimN(t, c.Conn, "default", "w", 1, "30 seconds"))
 
-	c.queryRow(`select status::text, run_at, failures from pgrun.requeue_job($1, 2, 'shutting down')`,
+	c.QueryRow(`select status::text, run_at, failures from pgrun.requeue_job($1, 2, 'shutting down')`,
 		[]any{id}, &status, &runAt, &failures)
 	require.Equal(t, "queued", status)
 	require.True(t, runAt.Equal(t0.Add(90*time.Second)), "due at once")
 	require.Zero(t, failures)
-	ev = kitLastEvent(t, c.conn, id)
+	ev = kitLastEvent(t, c.Conn, id)
 	require.Equal(t, "job.requeued", ev.Event)
 	require.Equal(t, "shutting down", *ev.Message)
 
-	require.Equal(t, []kitClaim{{id, 3}}, kitClaimN(t, c.conn, "default", "w", 1, "30 seconds"))
-	c.queryRow(`select status::text, failures from pgrun.fail_job($1, 3, '{"message": "real failure"}')`,
+	require.Equal(t, []testkit.Claim{{ID: id, Attempt: 3}}, testkit.ClaimN(t, c.Conn, "default", "w", 1, "30 seconds"))
+	c.QueryRow(`select status::text, failures from pgrun.fail_job($1, 3, '{"message": "real failure"}')`,
 		[]any{id}, &status, &failures)
 	require.Equal(t, "failed", status, "the single attempt was still unspent until now")
 	require.Equal(t, 1, failures)
@@ -193,33 +194,33 @@ func TestPutBackSpendsNoFailure(t *testing.T) {
 // A permanent failure (retryable false) ends the job at once with attempts left;
 // retry_job then redrives it with its failure count reset.
 func TestPermanentFailureEndsTheJobAtOnce(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	c := pinnedClock(t, b, t0)
+	c := testkit.PinClock(t, b, t0)
 	var id int64
-	c.queryRow(`select id from pgrun.enqueue_job('parse', max_attempts => 25)`, nil, &id)
-	require.Equal(t, []kitClaim{{id, 1}}, kitClaimN(t, c.conn, "default", "w", 1, "30 seconds"))
-	c.set(t0.Add(5 * time.Second))
+	c.QueryRow(`select id from pgrun.enqueue_job('parse', max_attempts => 25)`, nil, &id)
+	require.Equal(t, []testkit.Claim{{ID: id, Attempt: 1}}, testkit.ClaimN(t, c.Conn, "default", "w", 1, "30 seconds"))
+	c.Set(t0.Add(5 * time.Second))
 	var status string
 	var failures int
 	var finished *time.Time
-	c.queryRow(`select status::text, failures, finished_at
+	c.QueryRow(`select status::text, failures, finished_at
 		from pgrun.fail_job($1, 1, '{"message": "bad input", "class": "validation"}', retryable => false)`,
 		[]any{id}, &status, &failures, &finished)
 	require.Equal(t, "failed", status)
 	require.Equal(t, 1, failures)
 	require.NotNil(t, finished)
 	require.True(t, finished.Equal(t0.Add(5*time.Second)))
-	ev := kitLastEvent(t, c.conn, id)
+	ev := kitLastEvent(t, c.Conn, id)
 	require.Equal(t, "job.failed", ev.Event)
 	require.Equal(t, "error", ev.Level)
 	require.Equal(t, true, ev.Fields["final"])
 	require.Equal(t, false, ev.Fields["retryable"])
 	require.Equal(t, "validation", ev.Fields["class"])
-	require.Empty(t, kitClaimN(t, c.conn, "default", "w", 1, "30 seconds"), "a failed job is not claimed")
+	require.Empty(t, testkit.ClaimN(t, c.Conn, "default", "w", 1, "30 seconds"), "a failed job is not claimed")
 
-	c.queryRow(`select status::text, failures from pgrun.retry_job($1)`, []any{id}, &status, &failures)
+	c.QueryRow(`select status::text, failures from pgrun.retry_job($1)`, []any{id}, &status, &failures)
 	require.Equal(t, "queued", status)
 	require.Zero(t, failures)
-	require.Equal(t, []kitClaim{{id, 2}}, kitClaimN(t, c.conn, "default", "w", 1, "30 seconds"))
+	require.Equal(t, []testkit.Claim{{ID: id, Attempt: 2}}, testkit.ClaimN(t, c.Conn, "default", "w", 1, "30 seconds"))
 }

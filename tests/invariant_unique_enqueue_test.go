@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/testkit"
 )
 
 // An enqueue whose unique_key is being taken by another, uncommitted transaction waits
@@ -26,15 +27,15 @@ import (
 func TestEnqueueRacingTheKeysHolderReturnsTheHolder(t *testing.T) {
 	ways := []struct {
 		name    string
-		enqueue func(ctx context.Context, db kitDB) ([]int64, error)
+		enqueue func(ctx context.Context, db testkit.Querier) ([]int64, error)
 	}{
-		{"enqueue_job", func(ctx context.Context, db kitDB) ([]int64, error) {
+		{"enqueue_job", func(ctx context.Context, db testkit.Querier) ([]int64, error) {
 			return kitIDs(ctx, db, `select id from pgrun.enqueue_job('report', unique_key => 'daily')`)
 		}},
-		{"enqueue_jobs", func(ctx context.Context, db kitDB) ([]int64, error) {
+		{"enqueue_jobs", func(ctx context.Context, db testkit.Querier) ([]int64, error) {
 			return kitIDs(ctx, db, `select id from pgrun.enqueue_jobs('[{"kind": "report", "unique_key": "daily"}]')`)
 		}},
-		{"pgrun.Enqueue", func(ctx context.Context, db kitDB) ([]int64, error) {
+		{"pgrun.Enqueue", func(ctx context.Context, db testkit.Querier) ([]int64, error) {
 			j, err := pgrun.Enqueue(ctx, db, "report", nil, pgrun.UniqueKey("daily"))
 			if err != nil {
 				return nil, err
@@ -44,14 +45,14 @@ func TestEnqueueRacingTheKeysHolderReturnsTheHolder(t *testing.T) {
 	}
 	for _, way := range ways {
 		t.Run(way.name, func(t *testing.T) {
-			b := setup(t)
-			holder, err := b.pool.Begin(b.ctx)
+			b := testkit.Setup(t)
+			holder, err := b.Pool.Begin(b.Ctx)
 			require.NoError(t, err)
-			defer holder.Rollback(b.ctx)
+			defer holder.Rollback(b.Ctx)
 			var holderID int64
-			require.NoError(t, holder.QueryRow(b.ctx, `select id from pgrun.enqueue_job('report', unique_key => 'daily')`).Scan(&holderID))
+			require.NoError(t, holder.QueryRow(b.Ctx, `select id from pgrun.enqueue_job('report', unique_key => 'daily')`).Scan(&holderID))
 
-			conn, err := b.pool.Acquire(b.ctx)
+			conn, err := b.Pool.Acquire(b.Ctx)
 			require.NoError(t, err)
 			defer conn.Release()
 			type outcome struct {
@@ -65,11 +66,11 @@ func TestEnqueueRacingTheKeysHolderReturnsTheHolder(t *testing.T) {
 						done <- outcome{err: fmt.Errorf("panic: %v", p)}
 					}
 				}()
-				ids, err := way.enqueue(b.ctx, conn)
+				ids, err := way.enqueue(b.Ctx, conn)
 				done <- outcome{ids, err}
 			}()
-			kitWaitUntilBlocked(t, b, conn.Conn().PgConn().PID())
-			require.NoError(t, holder.Commit(b.ctx))
+			testkit.WaitUntilBlocked(t, b, conn.Conn().PgConn().PID())
+			require.NoError(t, holder.Commit(b.Ctx))
 
 			var got outcome
 			select {
@@ -80,13 +81,13 @@ func TestEnqueueRacingTheKeysHolderReturnsTheHolder(t *testing.T) {
 			require.NoError(t, got.err)
 			require.Equal(t, []int64{holderID}, got.ids, "the holder is returned in place of the duplicate")
 			var n int
-			require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from pgrun.jobs where unique_key = 'daily'`).Scan(&n))
+			require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.jobs where unique_key = 'daily'`).Scan(&n))
 			require.Equal(t, 1, n)
 		})
 	}
 }
 
-func kitIDs(ctx context.Context, db kitDB, sql string, args ...any) ([]int64, error) {
+func kitIDs(ctx context.Context, db testkit.Querier, sql string, args ...any) ([]int64, error) {
 	rows, err := db.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, err
@@ -97,28 +98,28 @@ func kitIDs(ctx context.Context, db kitDB, sql string, args ...any) ([]int64, er
 // A finished job frees its key: after the holder succeeds, enqueue_job and
 // enqueue_jobs with the key each create a new job, and the new one then holds it.
 func TestSucceededHolderFreesItsKey(t *testing.T) {
-	b := setup(t)
-	first, err := kitIDs(b.ctx, b.pool, `select id from pgrun.enqueue_job('sync', unique_key => 'acct-1')`)
+	b := testkit.Setup(t)
+	first, err := kitIDs(b.Ctx, b.Pool, `select id from pgrun.enqueue_job('sync', unique_key => 'acct-1')`)
 	require.NoError(t, err)
-	again, err := kitIDs(b.ctx, b.pool, `select id from pgrun.enqueue_job('sync', unique_key => 'acct-1')`)
+	again, err := kitIDs(b.Ctx, b.Pool, `select id from pgrun.enqueue_job('sync', unique_key => 'acct-1')`)
 	require.NoError(t, err)
 	require.Equal(t, first, again, "an active holder is returned")
 
-	c := kitClaimN(t, b.pool, "default", "w", 1, "30 seconds")
-	require.Equal(t, first[0], c[0].id)
-	again, err = kitIDs(b.ctx, b.pool, `select id from pgrun.enqueue_jobs('[{"kind": "sync", "unique_key": "acct-1"}]')`)
+	c := testkit.ClaimN(t, b.Pool, "default", "w", 1, "30 seconds")
+	require.Equal(t, first[0], c[0].ID)
+	again, err = kitIDs(b.Ctx, b.Pool, `select id from pgrun.enqueue_jobs('[{"kind": "sync", "unique_key": "acct-1"}]')`)
 	require.NoError(t, err)
 	require.Equal(t, first, again, "a running holder still holds the key")
-	require.NotNil(t, kitNullID(t, b.pool, `select (select max(x) from pgrun.complete_jobs(array[$1::bigint], array[$2::int]) x)`, c[0].id, c[0].attempt))
+	require.NotNil(t, testkit.NullID(t, b.Pool, `select (select max(x) from pgrun.complete_jobs(array[$1::bigint], array[$2::int]) x)`, c[0].ID, c[0].Attempt))
 
-	viaOne, err := kitIDs(b.ctx, b.pool, `select id from pgrun.enqueue_job('sync', unique_key => 'acct-1')`)
+	viaOne, err := kitIDs(b.Ctx, b.Pool, `select id from pgrun.enqueue_job('sync', unique_key => 'acct-1')`)
 	require.NoError(t, err)
 	require.NotEqual(t, first, viaOne, "the key was freed when the holder succeeded")
-	viaMany, err := kitIDs(b.ctx, b.pool, `select id from pgrun.enqueue_jobs('[{"kind": "sync", "unique_key": "acct-1"}]')`)
+	viaMany, err := kitIDs(b.Ctx, b.Pool, `select id from pgrun.enqueue_jobs('[{"kind": "sync", "unique_key": "acct-1"}]')`)
 	require.NoError(t, err)
 	require.Equal(t, viaOne, viaMany, "the new job holds the key now")
 	var active int
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from pgrun.jobs where unique_key = 'acct-1' and status = 'queued'`).Scan(&active))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.jobs where unique_key = 'acct-1' and status = 'queued'`).Scan(&active))
 	require.Equal(t, 1, active)
 }
 
@@ -126,73 +127,73 @@ func TestSucceededHolderFreesItsKey(t *testing.T) {
 // mixing a held key, a repeated new key and a key-less spec returns the holder, the
 // new job and the key-less job.
 func TestOneBatchNeverMakesTwoHoldersOfAKey(t *testing.T) {
-	b := setup(t)
-	held, err := kitIDs(b.ctx, b.pool, `select id from pgrun.enqueue_job('sync', unique_key => 'held')`)
+	b := testkit.Setup(t)
+	held, err := kitIDs(b.Ctx, b.Pool, `select id from pgrun.enqueue_job('sync', unique_key => 'held')`)
 	require.NoError(t, err)
-	got, err := kitIDs(b.ctx, b.pool, `select id from pgrun.enqueue_jobs('[
+	got, err := kitIDs(b.Ctx, b.Pool, `select id from pgrun.enqueue_jobs('[
 		{"kind": "sync", "unique_key": "held"},
 		{"kind": "sync", "unique_key": "fresh", "args": {"n": 1}},
 		{"kind": "sync", "unique_key": "fresh", "args": {"n": 2}},
 		{"kind": "sync"}]')`)
 	require.NoError(t, err)
 	var fresh, plain int64
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select
 		(select id from pgrun.jobs where unique_key = 'fresh'), (select id from pgrun.jobs where unique_key is null)`).Scan(&fresh, &plain))
 	require.Equal(t, []int64{held[0], fresh, fresh, plain}, got, "one row per spec, in order: the holder for a duplicate")
 	var args string
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select args::text from pgrun.jobs where id = $1`, fresh).Scan(&args))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select args::text from pgrun.jobs where id = $1`, fresh).Scan(&args))
 	require.JSONEq(t, `{"n": 1}`, args, "the first spec of the batch takes the key")
 }
 
 // EnqueueMany in a transaction that rolls back leaves no rows and wakes nobody;
 // committed, it wakes each of its queues once, and only at commit.
 func TestEnqueueManyWakesEachQueueOnceAtCommit(t *testing.T) {
-	b := setup(t)
-	l := kitListen(t, b, pgrun.ChannelJobs)
+	b := testkit.Setup(t)
+	l := testkit.Listen(t, b, pgrun.ChannelJobs)
 	specs := []pgrun.JobSpec{
 		{Kind: "a", Queue: "mail"}, {Kind: "b", Queue: "mail"}, {Kind: "c", Queue: "sms"}, {Kind: "d", Queue: "sms"},
 	}
-	tx, err := b.pool.Begin(b.ctx)
+	tx, err := b.Pool.Begin(b.Ctx)
 	require.NoError(t, err)
-	_, err = pgrun.EnqueueMany(b.ctx, tx, specs)
+	_, err = pgrun.EnqueueMany(b.Ctx, tx, specs)
 	require.NoError(t, err)
-	require.NoError(t, tx.Rollback(b.ctx))
-	require.Zero(t, kitCounts(t, b.pool)["jobs"])
-	require.Nil(t, kitNextNotification(t, l, 300*time.Millisecond), "a rolled-back enqueue woke a listener")
+	require.NoError(t, tx.Rollback(b.Ctx))
+	require.Zero(t, testkit.Counts(t, b.Pool)["jobs"])
+	require.Nil(t, testkit.NextNotification(t, l, 300*time.Millisecond), "a rolled-back enqueue woke a listener")
 
-	tx, err = b.pool.Begin(b.ctx)
+	tx, err = b.Pool.Begin(b.Ctx)
 	require.NoError(t, err)
-	defer tx.Rollback(b.ctx)
-	_, err = pgrun.EnqueueMany(b.ctx, tx, specs)
+	defer tx.Rollback(b.Ctx)
+	_, err = pgrun.EnqueueMany(b.Ctx, tx, specs)
 	require.NoError(t, err)
-	require.Nil(t, kitNextNotification(t, l, 300*time.Millisecond), "woken before commit")
-	require.NoError(t, tx.Commit(b.ctx))
+	require.Nil(t, testkit.NextNotification(t, l, 300*time.Millisecond), "woken before commit")
+	require.NoError(t, tx.Commit(b.Ctx))
 	woken := map[string]int{}
 	for range 2 {
-		n := kitNextNotification(t, l, 5*time.Second)
+		n := testkit.NextNotification(t, l, 5*time.Second)
 		require.NotNil(t, n, "a queue was not woken")
 		woken[wakeQueue(n.Payload)]++
 	}
 	require.Equal(t, map[string]int{"mail": 1, "sms": 1}, woken)
-	require.Nil(t, kitNextNotification(t, l, 300*time.Millisecond), "more than one wake-up per queue")
-	require.Equal(t, 4, kitCounts(t, b.pool)["jobs"])
+	require.Nil(t, testkit.NextNotification(t, l, 300*time.Millisecond), "more than one wake-up per queue")
+	require.Equal(t, 4, testkit.Counts(t, b.Pool)["jobs"])
 }
 
 // A multi-row plain INSERT with one bad row inserts none of them and wakes nobody; a
 // plain INSERT of a held key is a unique_violation.
 func TestPlainInsertIsAllOrNothing(t *testing.T) {
-	b := setup(t)
-	l := kitListen(t, b, pgrun.ChannelJobs)
-	_, err := b.pool.Exec(b.ctx, `insert into pgrun.jobs (kind, args, queue) values
+	b := testkit.Setup(t)
+	l := testkit.Listen(t, b, pgrun.ChannelJobs)
+	_, err := b.Pool.Exec(b.Ctx, `insert into pgrun.jobs (kind, args, queue) values
 		('ok', '{}', 'default'), ('ok', '{}', 'other'), ('ok', '[1]', 'default')`)
-	require.Equal(t, "22023", sqlState(err))
-	require.Zero(t, kitCounts(t, b.pool)["jobs"])
-	require.Nil(t, kitNextNotification(t, l, 300*time.Millisecond))
+	require.Equal(t, "22023", testkit.SQLState(err))
+	require.Zero(t, testkit.Counts(t, b.Pool)["jobs"])
+	require.Nil(t, testkit.NextNotification(t, l, 300*time.Millisecond))
 
-	_, err = b.pool.Exec(b.ctx, `insert into pgrun.jobs (kind, unique_key) values ('ok', 'k')`)
+	_, err = b.Pool.Exec(b.Ctx, `insert into pgrun.jobs (kind, unique_key) values ('ok', 'k')`)
 	require.NoError(t, err)
-	require.NotNil(t, kitNextNotification(t, l, 5*time.Second))
-	_, err = b.pool.Exec(b.ctx, `insert into pgrun.jobs (kind, unique_key) values ('ok', 'k')`)
-	require.Equal(t, "23505", sqlState(err))
-	require.Equal(t, 1, kitCounts(t, b.pool)["jobs"])
+	require.NotNil(t, testkit.NextNotification(t, l, 5*time.Second))
+	_, err = b.Pool.Exec(b.Ctx, `insert into pgrun.jobs (kind, unique_key) values ('ok', 'k')`)
+	require.Equal(t, "23505", testkit.SQLState(err))
+	require.Equal(t, 1, testkit.Counts(t, b.Pool)["jobs"])
 }

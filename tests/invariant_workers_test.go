@@ -10,36 +10,37 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/testkit"
 	"github.com/pgrun/pgrun/runner"
 )
 
 // A worker silent for three cadences while holding jobs is flagged dead, with an
 // event on its jobs naming it; a fresh heartbeat clears the flag.
 func TestSilentWorkerIsFlaggedDeadAndHeartbeatClears(t *testing.T) {
-	b := setup(t)
-	now := at("2030-01-01T10:00:00Z")
-	c := pinnedClock(t, b, now)
-	c.exec(`select pgrun.worker_heartbeat('w1', 'host-a', 42, '{default}', cadence => '10 seconds')`)
-	c.exec(`select pgrun.enqueue_job('noop')`)
-	c.exec(`select pgrun.claim_jobs('default', 'w1', 1, '10 minutes')`)
-	c.exec(`select pgrun.worker_heartbeat('idle', 'host-b', 43, cadence => '10 seconds')`)
+	b := testkit.Setup(t)
+	now := testkit.At("2030-01-01T10:00:00Z")
+	c := testkit.PinClock(t, b, now)
+	c.Exec(`select pgrun.worker_heartbeat('w1', 'host-a', 42, '{default}', cadence => '10 seconds')`)
+	c.Exec(`select pgrun.enqueue_job('noop')`)
+	c.Exec(`select pgrun.claim_jobs('default', 'w1', 1, '10 minutes')`)
+	c.Exec(`select pgrun.worker_heartbeat('idle', 'host-b', 43, cadence => '10 seconds')`)
 
-	c.set(now.Add(29 * time.Second))
+	c.Set(now.Add(29 * time.Second))
 	var out string
-	c.queryRow(`select pgrun.maintain()::text`, nil, &out)
+	c.QueryRow(`select pgrun.maintain()::text`, nil, &out)
 	require.Contains(t, out, `"workers_flagged_dead": 0`)
-	c.set(now.Add(31 * time.Second))
-	c.queryRow(`select pgrun.maintain()::text`, nil, &out)
+	c.Set(now.Add(31 * time.Second))
+	c.QueryRow(`select pgrun.maintain()::text`, nil, &out)
 	require.Contains(t, out, `"workers_flagged_dead": 1`, "only the worker holding jobs")
 	var flagged *time.Time
-	c.queryRow(`select flagged_dead_at from pgrun.workers where id = 'w1'`, nil, &flagged)
+	c.QueryRow(`select flagged_dead_at from pgrun.workers where id = 'w1'`, nil, &flagged)
 	require.NotNil(t, flagged)
 	var msg string
-	c.queryRow(`select message from pgrun.job_events where event = 'worker.dead'`, nil, &msg)
+	c.QueryRow(`select message from pgrun.job_events where event = 'worker.dead'`, nil, &msg)
 	require.Contains(t, msg, "worker w1 on host-a")
 
-	c.exec(`select pgrun.worker_heartbeat('w1', 'host-a', 42, '{default}', cadence => '10 seconds')`)
-	c.queryRow(`select flagged_dead_at from pgrun.workers where id = 'w1'`, nil, &flagged)
+	c.Exec(`select pgrun.worker_heartbeat('w1', 'host-a', 42, '{default}', cadence => '10 seconds')`)
+	c.QueryRow(`select flagged_dead_at from pgrun.workers where id = 'w1'`, nil, &flagged)
 	require.Nil(t, flagged)
 }
 
@@ -47,11 +48,11 @@ func TestSilentWorkerIsFlaggedDeadAndHeartbeatClears(t *testing.T) {
 // cancels running jobs within a second and requeues them without spending an
 // attempt; on resumes.
 func TestWorkerControlDrainOffOn(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	release := make(chan struct{})
 	var cancelled atomic.Value
-	r := newRunner(b.pool, runner.Config{Host: "host-x", WorkerID: "wx"})
-	handle(t, r, "hold", func(ctx context.Context, j *runner.Job[struct{ UntilCancelled bool }]) (any, error) {
+	r := testkit.NewRunner(b.Pool, runner.Config{Host: "host-x", WorkerID: "wx"})
+	testkit.Handle(t, r, "hold", func(ctx context.Context, j *runner.Job[struct{ UntilCancelled bool }]) (any, error) {
 		done := release
 		if j.Args.UntilCancelled {
 			done = nil
@@ -64,40 +65,40 @@ func TestWorkerControlDrainOffOn(t *testing.T) {
 			return nil, ctx.Err()
 		}
 	})
-	startRunner(t, r)
-	first, err := pgrun.Enqueue(b.ctx, b.pool, "hold", nil)
+	testkit.StartRunner(t, r)
+	first, err := pgrun.Enqueue(b.Ctx, b.Pool, "hold", nil)
 	require.NoError(t, err)
-	eventually(t, 10*time.Second, "first job running", func() bool { return jobStatus(t, b, first.ID) == pgrun.StatusRunning })
+	testkit.Eventually(t, 10*time.Second, "first job running", func() bool { return testkit.JobStatus(t, b, first.ID) == pgrun.StatusRunning })
 
 	// drain: the running job may finish, nothing new starts.
-	_, err = b.pool.Exec(b.ctx, `select pgrun.set_worker_control('host-x', 'default', 'drain')`)
+	_, err = b.Pool.Exec(b.Ctx, `select pgrun.set_worker_control('host-x', 'default', 'drain')`)
 	require.NoError(t, err)
-	second, err := pgrun.Enqueue(b.ctx, b.pool, runner.KindEcho, nil)
+	second, err := pgrun.Enqueue(b.Ctx, b.Pool, runner.KindEcho, nil)
 	require.NoError(t, err)
 	close(release)
-	eventually(t, 10*time.Second, "first job finished", func() bool { return jobStatus(t, b, first.ID) == pgrun.StatusSucceeded })
-	require.Zero(t, claimCount(t, b.pool, "default", "wx", 10), "claim_jobs refuses a drained host")
-	require.Equal(t, pgrun.StatusQueued, jobStatus(t, b, second.ID))
+	testkit.Eventually(t, 10*time.Second, "first job finished", func() bool { return testkit.JobStatus(t, b, first.ID) == pgrun.StatusSucceeded })
+	require.Zero(t, claimCount(t, b.Pool, "default", "wx", 10), "claim_jobs refuses a drained host")
+	require.Equal(t, pgrun.StatusQueued, testkit.JobStatus(t, b, second.ID))
 
 	// on: it runs.
-	_, err = b.pool.Exec(b.ctx, `select pgrun.set_worker_control('host-x', 'default', 'on')`)
+	_, err = b.Pool.Exec(b.Ctx, `select pgrun.set_worker_control('host-x', 'default', 'on')`)
 	require.NoError(t, err)
-	eventually(t, 10*time.Second, "second job ran", func() bool { return jobStatus(t, b, second.ID) == pgrun.StatusSucceeded })
+	testkit.Eventually(t, 10*time.Second, "second job ran", func() bool { return testkit.JobStatus(t, b, second.ID) == pgrun.StatusSucceeded })
 
 	// off: SQL requeues the running job without spending an attempt, and the
 	// handler is stopped (the job is no longer this runner's).
-	third, err := pgrun.Enqueue(b.ctx, b.pool, "hold", map[string]any{"UntilCancelled": true})
+	third, err := pgrun.Enqueue(b.Ctx, b.Pool, "hold", map[string]any{"UntilCancelled": true})
 	require.NoError(t, err)
-	eventually(t, 10*time.Second, "third job running", func() bool { return jobStatus(t, b, third.ID) == pgrun.StatusRunning })
-	_, err = b.pool.Exec(b.ctx, `select pgrun.set_worker_control('host-x', '*', 'off')`)
+	testkit.Eventually(t, 10*time.Second, "third job running", func() bool { return testkit.JobStatus(t, b, third.ID) == pgrun.StatusRunning })
+	_, err = b.Pool.Exec(b.Ctx, `select pgrun.set_worker_control('host-x', '*', 'off')`)
 	require.NoError(t, err)
-	eventually(t, time.Second, "handler cancelled", func() bool { return cancelled.Load() != nil })
+	testkit.Eventually(t, time.Second, "handler cancelled", func() bool { return cancelled.Load() != nil })
 	require.True(t, errors.Is(cancelled.Load().(error), runner.ErrLeaseLost))
-	eventually(t, 10*time.Second, "third job requeued", func() bool { return jobStatus(t, b, third.ID) == pgrun.StatusQueued })
-	j, err := pgrun.GetJob(b.ctx, b.pool, third.ID)
+	testkit.Eventually(t, 10*time.Second, "third job requeued", func() bool { return testkit.JobStatus(t, b, third.ID) == pgrun.StatusQueued })
+	j, err := pgrun.GetJob(b.Ctx, b.Pool, third.ID)
 	require.NoError(t, err)
 	require.Zero(t, j.Failures)
 
-	_, err = b.pool.Exec(b.ctx, `select pgrun.set_worker_control('host-x', 'default', 'sideways')`)
-	require.Equal(t, "22023", sqlState(err))
+	_, err = b.Pool.Exec(b.Ctx, `select pgrun.set_worker_control('host-x', 'default', 'sideways')`)
+	require.Equal(t, "22023", testkit.SQLState(err))
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgrun/pgrun/internal/testkit"
 	"github.com/stretchr/testify/require"
 )
 
@@ -16,11 +17,11 @@ type maintainRound struct {
 }
 
 // roundAt runs maintain(args) on c with the clock at at.
-func roundAt(t *testing.T, c *clockConn, at time.Time, args string) maintainRound {
+func roundAt(t *testing.T, c *testkit.Clock, at time.Time, args string) maintainRound {
 	t.Helper()
-	c.set(at)
+	c.Set(at)
 	var r maintainRound
-	c.queryRow(`select pgrun.maintain(`+args+`)`, nil, &r)
+	c.QueryRow(`select pgrun.maintain(`+args+`)`, nil, &r)
 	return r
 }
 
@@ -29,13 +30,13 @@ func roundAt(t *testing.T, c *clockConn, at time.Time, args string) maintainRoun
 // round; set_maintenance_step changes the cadence; a clock moved back makes the step
 // due; and the step called alone ignores its cadence.
 func TestMaintainStepCadence(t *testing.T) {
-	b := setup(t)
-	t0 := at("2030-01-01T00:00:00Z")
-	c := pinnedClock(t, b, t0)
-	c.exec(`select pgrun.enqueue_jobs((select jsonb_agg(jsonb_build_object('kind', 'noop')) from generate_series(1, 6)))`)
-	c.exec(`select pgrun.complete_jobs(array_agg(id), array_agg(attempt)) from pgrun.claim_jobs('default', 'w', 10)`)
+	b := testkit.Setup(t)
+	t0 := testkit.At("2030-01-01T00:00:00Z")
+	c := testkit.PinClock(t, b, t0)
+	c.Exec(`select pgrun.enqueue_jobs((select jsonb_agg(jsonb_build_object('kind', 'noop')) from generate_series(1, 6)))`)
+	c.Exec(`select pgrun.complete_jobs(array_agg(id), array_agg(attempt)) from pgrun.claim_jobs('default', 'w', 10)`)
 	left := func() (n int) {
-		c.queryRow(`select count(*) from pgrun.jobs`, nil, &n)
+		c.QueryRow(`select count(*) from pgrun.jobs`, nil, &n)
 		return n
 	}
 
@@ -61,13 +62,13 @@ func TestMaintainStepCadence(t *testing.T) {
 	require.Empty(t, r.NotDue)
 
 	// Every round.
-	c.exec(`select pgrun.set_maintenance_step('prune_history', '0')`)
+	c.Exec(`select pgrun.set_maintenance_step('prune_history', '0')`)
 	r = roundAt(t, c, due.Add(62*time.Second), `batch => 1`)
 	require.Equal(t, 1, r.Pruned)
 	require.Equal(t, []string{"forget_workers"}, r.NotDue)
 	// Once an hour, counted from its last run (the one just now).
 	var every time.Duration
-	c.queryRow(`select (pgrun.set_maintenance_step('prune_history', '1 hour')).every`, nil, &every)
+	c.QueryRow(`select (pgrun.set_maintenance_step('prune_history', '1 hour')).every`, nil, &every)
 	require.Equal(t, time.Hour, every)
 	r = roundAt(t, c, due.Add(62*time.Second+30*time.Minute), `batch => 1`)
 	require.Zero(t, r.Pruned)
@@ -82,7 +83,7 @@ func TestMaintainStepCadence(t *testing.T) {
 	// Called alone, the step ignores its cadence.
 	require.Equal(t, 1, left())
 	var pruned int
-	c.queryRow(`select pgrun.prune_history()`, nil, &pruned)
+	c.QueryRow(`select pgrun.prune_history()`, nil, &pruned)
 	require.Equal(t, 1, pruned)
 	require.Zero(t, left())
 }
@@ -91,17 +92,17 @@ func TestMaintainStepCadence(t *testing.T) {
 // (here by a transaction that holds it), so the step sits this round out, reported as
 // not due, and the other steps run.
 func TestMaintainSkipsAStepAnotherRoundHolds(t *testing.T) {
-	b := setup(t)
-	holder, err := b.pool.Begin(b.ctx)
+	b := testkit.Setup(t)
+	holder, err := b.Pool.Begin(b.Ctx)
 	require.NoError(t, err)
 	defer holder.Rollback(context.Background()) //nolint:errcheck
-	_, err = holder.Exec(b.ctx, `select 1 from pgrun.maintenance_steps where step = 'prune_history' for update`)
+	_, err = holder.Exec(b.Ctx, `select 1 from pgrun.maintenance_steps where step = 'prune_history' for update`)
 	require.NoError(t, err)
 
-	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(b.Ctx, 5*time.Second)
 	defer cancel()
 	var r maintainRound
-	require.NoError(t, b.pool.QueryRow(ctx, `select pgrun.maintain()`).Scan(&r))
+	require.NoError(t, b.Pool.QueryRow(ctx, `select pgrun.maintain()`).Scan(&r))
 	require.Equal(t, []string{"prune_history"}, r.NotDue)
 	require.Contains(t, r.Steps, "forget_workers")
 	require.Contains(t, r.Steps, "reap_expired_leases")
@@ -110,9 +111,9 @@ func TestMaintainSkipsAStepAnotherRoundHolds(t *testing.T) {
 // set_maintenance_step refuses an unknown step and a cadence out of bounds with
 // 22023, a message naming the value and a hint, and changes nothing.
 func TestMaintainStepBadInput(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	var before string
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select jsonb_agg(s order by step)::text from pgrun.maintenance_steps s`).Scan(&before))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select jsonb_agg(s order by step)::text from pgrun.maintenance_steps s`).Scan(&before))
 	for _, tc := range []struct{ sql, names string }{
 		{`select pgrun.set_maintenance_step('reaper', '1 minute')`, "'reaper'"},
 		{`select pgrun.set_maintenance_step(null, '1 minute')`, "NULL"},
@@ -120,13 +121,13 @@ func TestMaintainStepBadInput(t *testing.T) {
 		{`select pgrun.set_maintenance_step('prune_history', '2 days')`, "2 days"},
 		{`select pgrun.set_maintenance_step('prune_history', null)`, "NULL"},
 	} {
-		_, err := b.pool.Exec(b.ctx, tc.sql)
-		pe := kitPgError(t, err, tc.sql)
+		_, err := b.Pool.Exec(b.Ctx, tc.sql)
+		pe := testkit.PgError(t, err, tc.sql)
 		require.Equal(t, "22023", pe.Code, tc.sql)
 		require.Contains(t, pe.Message, tc.names, tc.sql)
 		require.NotEmpty(t, pe.Hint, tc.sql)
 	}
 	var after string
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select jsonb_agg(s order by step)::text from pgrun.maintenance_steps s`).Scan(&after))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select jsonb_agg(s order by step)::text from pgrun.maintenance_steps s`).Scan(&after))
 	require.Equal(t, before, after)
 }

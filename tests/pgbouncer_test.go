@@ -19,6 +19,7 @@ import (
 
 	"github.com/pgrun/pgrun"
 	"github.com/pgrun/pgrun/internal/testdb"
+	"github.com/pgrun/pgrun/internal/testkit"
 	"github.com/pgrun/pgrun/runner"
 )
 
@@ -62,16 +63,16 @@ func viaPgBouncer(t *testing.T, direct, mode string) string {
 // pooledBundle is a test database with a pool through the pooler (in
 // pgrun.PoolerExecMode) next to the direct one.
 type pooledBundle struct {
-	*bundle
+	*testkit.DB
 	pooled    *pgxpool.Pool
 	pooledURL string
 }
 
 func setupPooled(t *testing.T) *pooledBundle {
 	t.Helper()
-	b := setup(t)
-	u := viaPgBouncer(t, b.url, "cache_describe")
-	return &pooledBundle{bundle: b, pooled: testdb.PoolFor(t, u), pooledURL: u}
+	b := testkit.Setup(t)
+	u := viaPgBouncer(t, b.URL, "cache_describe")
+	return &pooledBundle{DB: b, pooled: testdb.PoolFor(t, u), pooledURL: u}
 }
 
 // The test pooler is what the other tests need it to be: a pooler (pgrun sees it as
@@ -80,18 +81,18 @@ func setupPooled(t *testing.T) *pooledBundle {
 // as the issue reported, and where pgrun.PoolerExecMode does not.
 func TestPgBouncerIsATransactionModePoolerWherePoolerExecModeWorks(t *testing.T) {
 	b := setupPooled(t)
-	ctx := b.ctx
+	ctx := b.Ctx
 	isPooled := func(pool *pgxpool.Pool) bool {
 		pooled, err := pgrun.PoolThroughPooler(ctx, pool)
 		require.NoError(t, err)
 		return pooled
 	}
 	require.True(t, isPooled(b.pooled), "through PgBouncer")
-	require.False(t, isPooled(b.pool), "direct")
+	require.False(t, isPooled(b.Pool), "direct")
 
 	// Two client connections, one after the other: in transaction mode the second
 	// reuses the first's idle backend; in session mode each keeps its own.
-	cached := viaPgBouncer(t, b.url, "") // pgx's default: cache_statement
+	cached := viaPgBouncer(t, b.URL, "") // pgx's default: cache_statement
 	c1, err := pgx.Connect(ctx, cached)
 	require.NoError(t, err)
 	defer c1.Close(ctx)
@@ -160,18 +161,18 @@ func (l *logRecorder) matching(s string) []string {
 // through the pooler; and the runner logs no error or warning all along.
 func TestPgBouncerCoreScenarios(t *testing.T) {
 	b := setupPooled(t)
-	ctx, db := b.ctx, b.pooled
+	ctx, db := b.Ctx, b.pooled
 	_, err := db.Exec(ctx, `select pgrun.set_queue('default', backoff_base => '10 milliseconds', backoff_max => '20 milliseconds')`)
 	require.NoError(t, err)
 
 	host := fmt.Sprintf("pgb-%d", time.Now().UnixNano())
 	logs := &logRecorder{}
-	r := newRunner(db, runner.Config{Host: host, ListenURL: b.url, Logger: slog.New(logs)})
-	startRunner(t, r)
+	r := testkit.NewRunner(db, runner.Config{Host: host, ListenURL: b.URL, Logger: slog.New(logs)})
+	testkit.StartRunner(t, r)
 
 	waitStatus := func(id int64, want pgrun.JobStatus) {
 		t.Helper()
-		eventually(t, 20*time.Second, fmt.Sprintf("job %d %s", id, want), func() bool {
+		testkit.Eventually(t, 20*time.Second, fmt.Sprintf("job %d %s", id, want), func() bool {
 			j, err := pgrun.GetJob(ctx, db, id)
 			require.NoError(t, err)
 			return j.Status == want
@@ -224,7 +225,7 @@ func TestPgBouncerCoreScenarios(t *testing.T) {
 	_, err = db.Exec(ctx, `select pgrun.set_worker_control($1, 'default', 'off')`, host)
 	require.NoError(t, err)
 	waitStatus(long.ID, pgrun.StatusQueued)
-	require.Never(t, func() bool { return jobStatus(t, b.bundle, long.ID) != pgrun.StatusQueued },
+	require.Never(t, func() bool { return testkit.JobStatus(t, b.DB, long.ID) != pgrun.StatusQueued },
 		500*time.Millisecond, 50*time.Millisecond, "a runner turned off claims nothing")
 	_, err = db.Exec(ctx, `select pgrun.set_worker_control($1, 'default', 'on')`, host)
 	require.NoError(t, err)
@@ -234,7 +235,7 @@ func TestPgBouncerCoreScenarios(t *testing.T) {
 	require.Equal(t, pgrun.StatusCancelled, j.Status)
 	// Both stops reach the handler on the direct LISTEN connection (pgrun_cancel),
 	// well before the lease renewal (every 10 s) would have found them.
-	eventually(t, 5*time.Second, "both stopped handlers returned", func() bool {
+	testkit.Eventually(t, 5*time.Second, "both stopped handlers returned", func() bool {
 		return len(logs.matching("job stopped")) == 2
 	})
 
@@ -244,7 +245,7 @@ func TestPgBouncerCoreScenarios(t *testing.T) {
 	require.True(t, paused)
 	held, err := pgrun.Enqueue(ctx, db, runner.KindNoop, nil)
 	require.NoError(t, err)
-	require.Never(t, func() bool { return jobStatus(t, b.bundle, held.ID) != pgrun.StatusQueued },
+	require.Never(t, func() bool { return testkit.JobStatus(t, b.DB, held.ID) != pgrun.StatusQueued },
 		500*time.Millisecond, 50*time.Millisecond, "a paused queue hands out nothing")
 	require.NoError(t, db.QueryRow(ctx, `select paused from pgrun.resume_queue('default')`).Scan(&paused))
 	require.False(t, paused)
@@ -257,7 +258,7 @@ func TestPgBouncerCoreScenarios(t *testing.T) {
 	require.NoError(t, err)
 	run, err := pgrun.StartRun(ctx, db, "pooled", map[string]any{"x": 7}, "")
 	require.NoError(t, err)
-	eventually(t, 20*time.Second, "the run succeeded", func() bool {
+	testkit.Eventually(t, 20*time.Second, "the run succeeded", func() bool {
 		got, err := pgrun.GetRun(ctx, db, run.ID)
 		require.NoError(t, err)
 		return got.Status == "succeeded"
@@ -277,7 +278,7 @@ func TestPgBouncerCoreScenarios(t *testing.T) {
 // and returns, for each, how long it waited from its enqueue to its start by the
 // database's own clock (created_at is the enqueuing transaction's start, so the
 // figure includes psql's commit). Each job must have succeeded before the next goes.
-func psqlEnqueueLatencies(t *testing.T, b *bundle, dbURL string, n int, within time.Duration) []time.Duration {
+func psqlEnqueueLatencies(t *testing.T, b *testkit.DB, dbURL string, n int, within time.Duration) []time.Duration {
 	t.Helper()
 	out := make([]time.Duration, 0, n)
 	for range n {
@@ -286,9 +287,9 @@ func psqlEnqueueLatencies(t *testing.T, b *bundle, dbURL string, n int, within t
 		require.NoError(t, err, "psql: %s", raw)
 		id, err := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
 		require.NoError(t, err, "psql printed %q", raw)
-		eventually(t, within, fmt.Sprintf("job %d succeeded", id), func() bool { return jobStatus(t, b, id) == pgrun.StatusSucceeded })
+		testkit.Eventually(t, within, fmt.Sprintf("job %d succeeded", id), func() bool { return testkit.JobStatus(t, b, id) == pgrun.StatusSucceeded })
 		var us int64
-		require.NoError(t, b.pool.QueryRow(b.ctx, `select (extract(epoch from started_at - created_at) * 1e6)::bigint
+		require.NoError(t, b.Pool.QueryRow(b.Ctx, `select (extract(epoch from started_at - created_at) * 1e6)::bigint
 			from pgrun.jobs where id = $1`, id).Scan(&us))
 		out = append(out, time.Duration(us)*time.Microsecond)
 	}
@@ -297,11 +298,11 @@ func psqlEnqueueLatencies(t *testing.T, b *bundle, dbURL string, n int, within t
 
 // waitListening waits until a session of the test database is LISTENing (its last
 // statement was a LISTEN and it is idle, waiting for notifications).
-func waitListening(t *testing.T, b *bundle) {
+func waitListening(t *testing.T, b *testkit.DB) {
 	t.Helper()
-	eventually(t, 20*time.Second, "the runner LISTENs", func() bool {
+	testkit.Eventually(t, 20*time.Second, "the runner LISTENs", func() bool {
 		var n int
-		require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from pg_stat_activity
+		require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pg_stat_activity
 			where datname = current_database() and state = 'idle' and query ilike 'listen %'`).Scan(&n))
 		return n > 0
 	})
@@ -312,19 +313,19 @@ func waitListening(t *testing.T, b *bundle) {
 // and whose --listen-url is direct: with a 30 s poll, each job starts within a
 // fraction of a second, so it was woken, not polled.
 func TestPgBouncerPsqlEnqueueWakesRunnerListeningDirect(t *testing.T) {
-	b := setup(t)
-	pooled := viaPgBouncer(t, b.url, "")
+	b := testkit.Setup(t)
+	pooled := viaPgBouncer(t, b.URL, "")
 	const poll = 30 * time.Second
-	p := startWorkerURL(t, pooled, "--listen-url", b.url, "--poll-interval", poll.String(), "--queues", "default=2")
+	p := startWorkerURL(t, pooled, "--listen-url", b.URL, "--poll-interval", poll.String(), "--queues", "default=2")
 	waitListening(t, b)
 	lat := psqlEnqueueLatencies(t, b, pooled, 5, poll/2)
 	t.Logf("enqueue-to-start through PgBouncer, woken on the direct listen URL: %v", lat)
 	for _, l := range lat {
 		require.Less(t, l, 2*time.Second, "woken, not polled (poll interval %s)", poll)
 	}
-	require.NotContains(t, p.output(), "not listening")
-	require.NotContains(t, p.output(), "level=ERROR")
-	require.NotContains(t, p.output(), "prepared statement")
+	require.NotContains(t, p.Output(), "not listening")
+	require.NotContains(t, p.Output(), "level=ERROR")
+	require.NotContains(t, p.Output(), "prepared statement")
 }
 
 // A `runner work` with only the pooled URL does not LISTEN (it would never hear),
@@ -332,12 +333,12 @@ func TestPgBouncerPsqlEnqueueWakesRunnerListeningDirect(t *testing.T) {
 // interval (plus the claim and the commit). A running job cancelled through the
 // pooler reaches its handler at the next lease renewal (lease/3).
 func TestPgBouncerRunnerWithoutDirectURLPolls(t *testing.T) {
-	b := setup(t)
-	pooled := viaPgBouncer(t, b.url, "")
+	b := testkit.Setup(t)
+	pooled := viaPgBouncer(t, b.URL, "")
 	const poll, lease = time.Second, 3 * time.Second
 	p := startWorkerURL(t, pooled, "--poll-interval", poll.String(), "--lease", lease.String(), "--queues", "default=2")
-	eventually(t, 20*time.Second, "the runner says it does not listen", func() bool {
-		return strings.Contains(p.output(), "not listening: the pool goes through a connection pooler")
+	testkit.Eventually(t, 20*time.Second, "the runner says it does not listen", func() bool {
+		return strings.Contains(p.Output(), "not listening: the pool goes through a connection pooler")
 	})
 	lat := psqlEnqueueLatencies(t, b, pooled, 5, 10*time.Second)
 	t.Logf("enqueue-to-start through PgBouncer, polled every %s: %v", poll, lat)
@@ -349,19 +350,19 @@ func TestPgBouncerRunnerWithoutDirectURLPolls(t *testing.T) {
 	require.NoError(t, err, "psql: %s", out)
 	id, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
 	require.NoError(t, err)
-	eventually(t, 10*time.Second, "the sleep job runs", func() bool { return jobStatus(t, b, id) == pgrun.StatusRunning })
+	testkit.Eventually(t, 10*time.Second, "the sleep job runs", func() bool { return testkit.JobStatus(t, b, id) == pgrun.StatusRunning })
 	out, err = exec.Command("psql", pooled, "-XAtqc", fmt.Sprintf(`select status from pgrun.cancel_job(%d, 'not needed')`, id)).CombinedOutput()
 	require.NoError(t, err, "psql: %s", out)
 	require.Equal(t, "cancelled", strings.TrimSpace(string(out)))
-	eventually(t, lease, "the handler stopped at the next lease renewal", func() bool {
-		return strings.Contains(p.output(), `msg="job stopped"`)
+	testkit.Eventually(t, lease, "the handler stopped at the next lease renewal", func() bool {
+		return strings.Contains(p.Output(), `msg="job stopped"`)
 	})
 
-	require.Equal(t, 1, strings.Count(p.output(), "not listening"), "said once")
-	require.NotContains(t, p.output(), "level=ERROR")
-	require.NotContains(t, p.output(), "prepared statement")
+	require.Equal(t, 1, strings.Count(p.Output(), "not listening"), "said once")
+	require.NotContains(t, p.Output(), "level=ERROR")
+	require.NotContains(t, p.Output(), "prepared statement")
 	var listening int
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from pg_stat_activity
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pg_stat_activity
 		where datname = current_database() and query ilike 'listen %'`).Scan(&listening))
 	require.Zero(t, listening, "no LISTEN went through the pooler")
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrun/pgrun/internal/testdb"
+	"github.com/pgrun/pgrun/internal/testkit"
 )
 
 // The hot paths keep their index plans on a table of realistic size: every statement
@@ -22,17 +23,17 @@ import (
 // sequential scan. A plan check, not a timing: it fails when a change to a query,
 // an index or the statistics sends the planner to read the whole table.
 func TestHotPathsUseIndexes(t *testing.T) {
-	b := setup(t)
-	_, err := b.pool.Exec(b.ctx, `select count(*) from pgrun.enqueue_batch(
+	b := testkit.Setup(t)
+	_, err := b.Pool.Exec(b.Ctx, `select count(*) from pgrun.enqueue_batch(
 		array_fill('noop'::text, array[100000]), queues => array_fill('hot'::text, array[100000]))`)
 	require.NoError(t, err)
-	_, err = b.pool.Exec(b.ctx, `select pgrun.complete_jobs(array_agg(id), array_agg(attempt))
+	_, err = b.Pool.Exec(b.Ctx, `select pgrun.complete_jobs(array_agg(id), array_agg(attempt))
 		from pgrun.claim_jobs('hot', 'seed', 10000)`)
 	require.NoError(t, err)
-	_, err = b.pool.Exec(b.ctx, `select count(*) from pgrun.enqueue_batch(array_fill('noop'::text, array[10]),
+	_, err = b.Pool.Exec(b.Ctx, `select count(*) from pgrun.enqueue_batch(array_fill('noop'::text, array[10]),
 		queues => array_fill('cold'::text, array[10]))`) // a small queue: queue_stats counts it exactly
 	require.NoError(t, err)
-	_, err = b.pool.Exec(b.ctx, `analyze pgrun.jobs`)
+	_, err = b.Pool.Exec(b.Ctx, `analyze pgrun.jobs`)
 	require.NoError(t, err)
 
 	conn, plans := explainSession(t, b)
@@ -52,11 +53,11 @@ func TestHotPathsUseIndexes(t *testing.T) {
 		var err error
 		switch {
 		case strings.Contains(c, "after_id"):
-			err = conn.QueryRow(b.ctx, c).Scan(&id, &attempt)
+			err = conn.QueryRow(b.Ctx, c).Scan(&id, &attempt)
 		case strings.Contains(c, "complete_jobs"):
-			_, err = conn.Exec(b.ctx, c, id, attempt)
+			_, err = conn.Exec(b.Ctx, c, id, attempt)
 		default:
-			_, err = conn.Exec(b.ctx, c)
+			_, err = conn.Exec(b.Ctx, c)
 		}
 		require.NoError(t, err, c)
 	}
@@ -67,9 +68,9 @@ func TestHotPathsUseIndexes(t *testing.T) {
 // that has auto_explain plan every statement, nested ones included, and send each
 // plan to the session as a notice; plans returns those received so far. It skips the
 // test where auto_explain is not installed.
-func explainSession(t *testing.T, b *bundle) (conn *pgx.Conn, plans func() []string) {
+func explainSession(t *testing.T, b *testkit.DB) (conn *pgx.Conn, plans func() []string) {
 	t.Helper()
-	testURL, err := url.Parse(b.url)
+	testURL, err := url.Parse(b.URL)
 	require.NoError(t, err)
 	admin, err := url.Parse(testdb.ServerURL())
 	require.NoError(t, err)
@@ -83,15 +84,15 @@ func explainSession(t *testing.T, b *bundle) (conn *pgx.Conn, plans func() []str
 		defer mu.Unlock()
 		got = append(got, n.Message)
 	}
-	conn, err = pgx.ConnectConfig(b.ctx, cfg)
+	conn, err = pgx.ConnectConfig(b.Ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { conn.Close(context.Background()) })
-	if _, err := conn.Exec(b.ctx, `load 'auto_explain'`); sqlState(err) == "58P01" {
+	if _, err := conn.Exec(b.Ctx, `load 'auto_explain'`); testkit.SQLState(err) == "58P01" {
 		t.Skip("auto_explain is not installed on this server (PostgreSQL's contrib modules)")
 	}
 	for _, s := range []string{`load 'auto_explain'`, `set auto_explain.log_min_duration = 0`,
 		`set auto_explain.log_nested_statements = on`, `set auto_explain.log_level = notice`} {
-		_, err := conn.Exec(b.ctx, s)
+		_, err := conn.Exec(b.Ctx, s)
 		require.NoError(t, err, s)
 	}
 	return conn, func() []string {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/pgrun/pgrun/internal/testkit"
 	"github.com/stretchr/testify/require"
 )
 
@@ -16,46 +17,46 @@ import (
 // first, as a runner's are, so that a plan cached for one row is what serves the
 // batch of 500.
 func TestWorkflowDispatchUsesIndexes(t *testing.T) {
-	b := setup(t)
-	_, err := b.pool.Exec(b.ctx, `select count(*) from pgrun.enqueue_batch(
+	b := testkit.Setup(t)
+	_, err := b.Pool.Exec(b.Ctx, `select count(*) from pgrun.enqueue_batch(
 		array_fill('noop'::text, array[100000]), queues => array_fill('hot'::text, array[100000]))`)
 	require.NoError(t, err)
-	_, err = b.pool.Exec(b.ctx, `select pgrun.complete_jobs(array_agg(id), array_agg(attempt))
+	_, err = b.Pool.Exec(b.Ctx, `select pgrun.complete_jobs(array_agg(id), array_agg(attempt))
 		from pgrun.claim_jobs('hot', 'seed', 10000)`)
 	require.NoError(t, err)
 	parent := fanInParent(t, b, 1001, 1.0)
-	defineWorkflow(t, b, "two", `{"nodes": [{"name": "a", "kind": "x", "queue": "first"},
+	testkit.DefineWorkflow(t, b, "two", `{"nodes": [{"name": "a", "kind": "x", "queue": "first"},
 		{"name": "b", "kind": "x", "queue": "second", "deps": ["a"], "args": {"v": {"$from": "a.output"}}}]}`)
-	_, err = b.pool.Exec(b.ctx, `select count(pgrun.start_run('two')) from generate_series(1, 50)`)
+	_, err = b.Pool.Exec(b.Ctx, `select count(pgrun.start_run('two')) from generate_series(1, 50)`)
 	require.NoError(t, err)
-	_, err = b.pool.Exec(b.ctx, `analyze pgrun.jobs`)
+	_, err = b.Pool.Exec(b.Ctx, `analyze pgrun.jobs`)
 	require.NoError(t, err)
 
 	conn, plans := explainSession(t, b)
-	kids := kitClaimN(t, conn, "kids", "w", 1001, "1 hour")
+	kids := testkit.ClaimN(t, conn, "kids", "w", 1001, "1 hour")
 	require.Len(t, kids, 1001)
-	for _, batch := range [][]kitClaim{kids[:1], kids[1:501], kids[501:]} {
-		require.NoError(t, completeBatchOn(b.ctx, conn, batch))
+	for _, batch := range [][]testkit.Claim{kids[:1], kids[1:501], kids[501:]} {
+		require.NoError(t, completeBatchOn(b.Ctx, conn, batch))
 	}
-	require.Equal(t, "succeeded", string(jobStatus(t, b, parent)))
-	nodes := kitClaimN(t, conn, "first", "w", 50, "1 hour")
+	require.Equal(t, "succeeded", string(testkit.JobStatus(t, b, parent)))
+	nodes := testkit.ClaimN(t, conn, "first", "w", 50, "1 hour")
 	require.Len(t, nodes, 50)
-	for _, batch := range [][]kitClaim{nodes[:1], nodes[1:]} {
-		require.NoError(t, completeBatchOn(b.ctx, conn, batch))
+	for _, batch := range [][]testkit.Claim{nodes[:1], nodes[1:]} {
+		require.NoError(t, completeBatchOn(b.Ctx, conn, batch))
 	}
 	var queued int
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from pgrun.jobs where queue = 'second' and status = 'queued'`).Scan(&queued))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.jobs where queue = 'second' and status = 'queued'`).Scan(&queued))
 	require.Equal(t, 50, queued, "every dependent released")
 
 	requireNoSeqScan(t, plans(), "the dispatch")
 }
 
 // completeBatchOn records claims as succeeded with one complete_jobs call on conn.
-func completeBatchOn(ctx context.Context, conn *pgx.Conn, batch []kitClaim) error {
+func completeBatchOn(ctx context.Context, conn *pgx.Conn, batch []testkit.Claim) error {
 	ids := make([]int64, len(batch))
 	attempts := make([]int32, len(batch))
 	for i, c := range batch {
-		ids[i], attempts[i] = c.id, c.attempt
+		ids[i], attempts[i] = c.ID, c.Attempt
 	}
 	_, err := conn.Exec(ctx, `select pgrun.complete_jobs($1, $2, null, 'w')`, ids, attempts)
 	return err

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/testkit"
 	"github.com/pgrun/pgrun/runner"
 )
 
@@ -124,9 +125,9 @@ func substitute(t *testing.T, sql string, vars map[string]string) string {
 
 // runPsqlScript runs each statement of script on one connection (one session, as
 // psql is) and returns the variables \gset set.
-func runPsqlScript(t *testing.T, b *bundle, script string) map[string]string {
+func runPsqlScript(t *testing.T, b *testkit.DB, script string) map[string]string {
 	t.Helper()
-	conn, err := b.pool.Acquire(b.ctx)
+	conn, err := b.Pool.Acquire(b.Ctx)
 	require.NoError(t, err)
 	defer conn.Release()
 	vars := map[string]string{}
@@ -135,7 +136,7 @@ func runPsqlScript(t *testing.T, b *bundle, script string) map[string]string {
 	for _, st := range stmts {
 		sql := substitute(t, st.sql, vars)
 		// The simple protocol returns every column as text, as psql shows it.
-		rows, err := conn.Query(b.ctx, sql, pgx.QueryExecModeSimpleProtocol)
+		rows, err := conn.Query(b.Ctx, sql, pgx.QueryExecModeSimpleProtocol)
 		require.NoError(t, err, sql)
 		n := 0
 		for rows.Next() {
@@ -158,12 +159,12 @@ func runPsqlScript(t *testing.T, b *bundle, script string) map[string]string {
 // checkPsqlSessionOutcome asserts what the README's session leaves behind: its
 // first job enqueued, cancelled and redriven, two jobs of built-in kinds in queue
 // images, and nothing of a kind no built-in handler serves.
-func checkPsqlSessionOutcome(t *testing.T, b *bundle, id int64) {
+func checkPsqlSessionOutcome(t *testing.T, b *testkit.DB, id int64) {
 	t.Helper()
-	require.Equal(t, pgrun.StatusQueued, jobStatus(t, b, id), "cancelled, then redriven")
-	require.Equal(t, []string{"job.enqueued@0", "job.cancelled@0", "job.retried@0"}, sketch(timelineOf(t, b.pool, id)))
+	require.Equal(t, pgrun.StatusQueued, testkit.JobStatus(t, b, id), "cancelled, then redriven")
+	require.Equal(t, []string{"job.enqueued@0", "job.cancelled@0", "job.retried@0"}, sketch(timelineOf(t, b.Pool, id)))
 	var kinds []string
-	require.NoError(t, b.pool.QueryRow(b.ctx,
+	require.NoError(t, b.Pool.QueryRow(b.Ctx,
 		`select coalesce(array_agg(distinct kind), '{}') from pgrun.jobs`).Scan(&kinds))
 	for _, k := range kinds {
 		require.Contains(t, builtinKinds, k, "the README enqueues kind %q, which no built-in handler serves", k)
@@ -172,15 +173,15 @@ func checkPsqlSessionOutcome(t *testing.T, b *bundle, id int64) {
 }
 
 // countRows runs sql, which selects one count.
-func countRows(t *testing.T, b *bundle, sql string) int {
+func countRows(t *testing.T, b *testkit.DB, sql string) int {
 	t.Helper()
 	var n int
-	require.NoError(t, b.pool.QueryRow(b.ctx, sql).Scan(&n))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, sql).Scan(&n))
 	return n
 }
 
 func TestReadmePsqlSessionRunsAsWritten(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	vars := runPsqlScript(t, b, readmeBlock(t, "From psql", "sql"))
 	var id int64
 	_, err := fmt.Sscan(vars["id"], &id)
@@ -193,13 +194,13 @@ func TestReadmePsqlSessionRunsInPsql(t *testing.T) {
 	if err != nil {
 		t.Skip("psql is not installed; TestReadmePsqlSessionRunsAsWritten covers the statements")
 	}
-	b := setup(t)
+	b := testkit.Setup(t)
 	file := filepath.Join(t.TempDir(), "readme.sql")
 	require.NoError(t, os.WriteFile(file, []byte(readmeBlock(t, "From psql", "sql")), 0o600))
-	out, err := exec.CommandContext(b.ctx, psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", file, b.url).CombinedOutput()
+	out, err := exec.CommandContext(b.Ctx, psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", file, b.URL).CombinedOutput()
 	require.NoError(t, err, "psql -f README session:\n%s", out)
 	var id int64
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select min(id) from pgrun.jobs where queue = 'images'`).Scan(&id))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select min(id) from pgrun.jobs where queue = 'images'`).Scan(&id))
 	checkPsqlSessionOutcome(t, b, id)
 }
 
@@ -258,9 +259,9 @@ func readmeRunnerCommands(t *testing.T, block string) [][]string {
 
 // runRunner runs the runner binary with args from the repository root, as the
 // README's reader does, and returns its output.
-func runRunner(t *testing.T, b *bundle, args []string) string {
+func runRunner(t *testing.T, b *testkit.DB, args []string) string {
 	t.Helper()
-	cmd := exec.CommandContext(b.ctx, runnerBin, append(args, "--database-url", b.url)...)
+	cmd := exec.CommandContext(b.Ctx, runnerBin, append(args, "--database-url", b.URL)...)
 	cmd.Dir = repoRoot
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "runner %s:\n%s", strings.Join(args, " "), out)
@@ -271,18 +272,18 @@ var startedRun = regexp.MustCompile(`(?m)^run (\d+) of (\S+) v\d+ `)
 
 // waitForRun serves the queues of the run's nodes with the built-ins until the run
 // ends, and requires it to have succeeded.
-func waitForRun(t *testing.T, b *bundle, runID int64, queues []string) {
+func waitForRun(t *testing.T, b *testkit.DB, runID int64, queues []string) {
 	t.Helper()
 	cfg := runner.Config{Queues: map[string]runner.QueueConfig{}}
 	for _, q := range queues {
 		cfg.Queues[q] = runner.QueueConfig{Workers: 4}
 	}
-	stop := startRunner(t, newRunner(b.pool, cfg))
+	stop := testkit.StartRunner(t, testkit.NewRunner(b.Pool, cfg))
 	defer stop()
 	var r *pgrun.Run
-	eventually(t, time.Minute, fmt.Sprintf("run %d to end", runID), func() bool {
+	testkit.Eventually(t, time.Minute, fmt.Sprintf("run %d to end", runID), func() bool {
 		var err error
-		r, err = pgrun.GetRun(b.ctx, b.pool, runID)
+		r, err = pgrun.GetRun(b.Ctx, b.Pool, runID)
 		require.NoError(t, err)
 		return r.Status != "running"
 	})
@@ -293,7 +294,7 @@ func waitForRun(t *testing.T, b *bundle, runID int64, queues []string) {
 // definition file exists, the run starts, its status draws every node, and with a
 // runner serving the built-ins the run succeeds.
 func TestReadmeWorkflowCommandsRunAsWritten(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	runID := int64(0)
 	for _, args := range readmeRunnerCommands(t, readmeBlock(t, "Workflows", "sh")) {
 		if runID > 0 && len(args) >= 3 && args[0] == "workflow" && slices.Contains([]string{"status", "cancel", "input"}, args[1]) {
@@ -307,7 +308,7 @@ func TestReadmeWorkflowCommandsRunAsWritten(t *testing.T) {
 		}
 	}
 	require.Positive(t, runID, "the README's commands start no run")
-	nodes, err := pgrun.RunNodes(b.ctx, b.pool, runID)
+	nodes, err := pgrun.RunNodes(b.Ctx, b.Pool, runID)
 	require.NoError(t, err)
 	require.NotEmpty(t, nodes)
 	waitForRun(t, b, runID, []string{"default"})
@@ -332,7 +333,7 @@ func TestReadmeExampleWorkflowsDefineStartAndRun(t *testing.T) {
 	}
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
-			b := setup(t)
+			b := testkit.Setup(t)
 			raw, err := os.ReadFile(file)
 			require.NoError(t, err)
 			var spec map[string]json.RawMessage
@@ -367,7 +368,7 @@ func TestReadmeExampleWorkflowsDefineStartAndRun(t *testing.T) {
 			specJSON, err := json.Marshal(spec)
 			require.NoError(t, err)
 			var version int
-			require.NoError(t, b.pool.QueryRow(b.ctx, `select pgrun.define_workflow($1, $2::jsonb)`, name, specJSON).Scan(&version))
+			require.NoError(t, b.Pool.QueryRow(b.Ctx, `select pgrun.define_workflow($1, $2::jsonb)`, name, specJSON).Scan(&version))
 			require.Equal(t, 1, version)
 			input := inputs[name]
 			if input == "" {
@@ -375,17 +376,17 @@ func TestReadmeExampleWorkflowsDefineStartAndRun(t *testing.T) {
 			}
 			var runID int64
 			var status string
-			require.NoError(t, b.pool.QueryRow(b.ctx, `select id, status from pgrun.start_run($1, $2::jsonb)`, name, input).Scan(&runID, &status))
+			require.NoError(t, b.Pool.QueryRow(b.Ctx, `select id, status from pgrun.start_run($1, $2::jsonb)`, name, input).Scan(&runID, &status))
 			require.Equal(t, "running", status)
 			var got []string
-			require.NoError(t, b.pool.QueryRow(b.ctx,
+			require.NoError(t, b.Pool.QueryRow(b.Ctx,
 				`select array_agg(node order by node) from pgrun.jobs where run_id = $1 and parent_id is null`, runID).Scan(&got))
 			slices.Sort(names)
 			require.Equal(t, names, got, "one job per node")
 
 			waitForRun(t, b, runID, queues)
 			var output string
-			require.NoError(t, b.pool.QueryRow(b.ctx, `select output::text from pgrun.runs where id = $1`, runID).Scan(&output))
+			require.NoError(t, b.Pool.QueryRow(b.Ctx, `select output::text from pgrun.runs where id = $1`, runID).Scan(&output))
 			require.NotEqual(t, "{}", output, "a run's output is its leaf nodes' outputs")
 		})
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pgrun/pgrun"
 	"github.com/pgrun/pgrun/internal/testdb"
+	"github.com/pgrun/pgrun/internal/testkit"
 	"github.com/pgrun/pgrun/runner"
 )
 
@@ -19,36 +20,36 @@ import (
 // attempt (class timeout) and the handler's context is cancelled with ErrTimeout.
 // The runner itself puts no deadline on the handler.
 func TestHandlerTimeoutFailsTheAttempt(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	var cause atomic.Value
-	r := newRunner(b.pool, runner.Config{MaintenanceInterval: -1})
-	handle(t, r, "slow", func(ctx context.Context, _ *runner.Job[struct{}]) (any, error) {
+	r := testkit.NewRunner(b.Pool, runner.Config{MaintenanceInterval: -1})
+	testkit.Handle(t, r, "slow", func(ctx context.Context, _ *runner.Job[struct{}]) (any, error) {
 		<-ctx.Done()
 		cause.Store(context.Cause(ctx))
 		return nil, ctx.Err()
 	})
-	startRunner(t, r)
-	job, err := pgrun.Enqueue(b.ctx, b.pool, "slow", nil, pgrun.Timeout(200*time.Millisecond), pgrun.MaxAttempts(1))
+	testkit.StartRunner(t, r)
+	job, err := pgrun.Enqueue(b.Ctx, b.Pool, "slow", nil, pgrun.Timeout(200*time.Millisecond), pgrun.MaxAttempts(1))
 	require.NoError(t, err)
-	eventually(t, 10*time.Second, "the job failed", func() bool {
-		_, err := b.pool.Exec(b.ctx, `select pgrun.maintain(stall_window => '0')`)
+	testkit.Eventually(t, 10*time.Second, "the job failed", func() bool {
+		_, err := b.Pool.Exec(b.Ctx, `select pgrun.maintain(stall_window => '0')`)
 		require.NoError(t, err)
-		return jobStatus(t, b, job.ID) == pgrun.StatusFailed
+		return testkit.JobStatus(t, b, job.ID) == pgrun.StatusFailed
 	})
-	j, err := pgrun.GetJob(b.ctx, b.pool, job.ID)
+	j, err := pgrun.GetJob(b.Ctx, b.Pool, job.ID)
 	require.NoError(t, err)
 	require.Contains(t, string(j.Error), `"class": "timeout"`)
-	eventually(t, 5*time.Second, "handler cancelled", func() bool { return cause.Load() != nil })
+	testkit.Eventually(t, 5*time.Second, "handler cancelled", func() bool { return cause.Load() != nil })
 	require.ErrorIs(t, cause.Load().(error), runner.ErrTimeout)
 }
 
 // A Go handler that keeps beating past its timeout is spared, as a worker in any
 // other language would be: the runner puts no deadline of its own on it.
 func TestBeatingHandlerPastItsTimeoutIsSpared(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	release := make(chan struct{})
-	r := newRunner(b.pool, runner.Config{MaintenanceInterval: -1, Lease: time.Second})
-	handle(t, r, "beating", func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
+	r := testkit.NewRunner(b.Pool, runner.Config{MaintenanceInterval: -1, Lease: time.Second})
+	testkit.Handle(t, r, "beating", func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
 		for {
@@ -62,38 +63,38 @@ func TestBeatingHandlerPastItsTimeoutIsSpared(t *testing.T) {
 			}
 		}
 	})
-	startRunner(t, r)
-	job, err := pgrun.Enqueue(b.ctx, b.pool, "beating", nil, pgrun.Timeout(100*time.Millisecond), pgrun.MaxAttempts(1))
+	testkit.StartRunner(t, r)
+	job, err := pgrun.Enqueue(b.Ctx, b.Pool, "beating", nil, pgrun.Timeout(100*time.Millisecond), pgrun.MaxAttempts(1))
 	require.NoError(t, err)
 	// Past the timeout, maintain() rounds spare it while its beats arrive (renewals
 	// carry them every third of the 1 s lease).
-	eventually(t, 10*time.Second, "a beat recorded after the timeout", func() bool {
+	testkit.Eventually(t, 10*time.Second, "a beat recorded after the timeout", func() bool {
 		var late bool
-		require.NoError(t, b.pool.QueryRow(b.ctx, `select coalesce(heartbeat_at > started_at + timeout, false)
+		require.NoError(t, b.Pool.QueryRow(b.Ctx, `select coalesce(heartbeat_at > started_at + timeout, false)
 			from pgrun.jobs where id = $1`, job.ID).Scan(&late))
 		return late
 	})
 	for range 3 {
-		_, err := b.pool.Exec(b.ctx, `select pgrun.maintain(stall_window => '30 seconds')`)
+		_, err := b.Pool.Exec(b.Ctx, `select pgrun.maintain(stall_window => '30 seconds')`)
 		require.NoError(t, err)
-		require.Equal(t, pgrun.StatusRunning, jobStatus(t, b, job.ID))
+		require.Equal(t, pgrun.StatusRunning, testkit.JobStatus(t, b, job.ID))
 	}
 	close(release)
-	eventually(t, 10*time.Second, "the job succeeded", func() bool { return jobStatus(t, b, job.ID) == pgrun.StatusSucceeded })
+	testkit.Eventually(t, 10*time.Second, "the job succeeded", func() bool { return testkit.JobStatus(t, b, job.ID) == pgrun.StatusSucceeded })
 }
 
 // A job whose lease this runner no longer holds (reclaimed elsewhere) has its
 // handler's context cancelled with ErrLeaseLost at the next renewal.
 func TestLostLeaseCancelsTheHandler(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	started, cause := runLongJob(t, b, time.Second)
 	id := started.ID
 	// Another worker has taken the job over (as after a lease expiry and re-claim).
-	_, err := b.pool.Exec(b.ctx, `update pgrun.jobs set claimed_by = 'someone-else', attempt = attempt + 1 where id = $1`, id)
+	_, err := b.Pool.Exec(b.Ctx, `update pgrun.jobs set claimed_by = 'someone-else', attempt = attempt + 1 where id = $1`, id)
 	require.NoError(t, err)
-	eventually(t, 5*time.Second, "handler cancelled", func() bool { return cause.Load() != nil })
+	testkit.Eventually(t, 5*time.Second, "handler cancelled", func() bool { return cause.Load() != nil })
 	require.True(t, errors.Is(cause.Load().(error), runner.ErrLeaseLost))
-	j, err := pgrun.GetJob(b.ctx, b.pool, id)
+	j, err := pgrun.GetJob(b.Ctx, b.Pool, id)
 	require.NoError(t, err)
 	require.Equal(t, pgrun.StatusRunning, j.Status, "the runner reports nothing for a job it lost")
 	require.Equal(t, "someone-else", *j.ClaimedBy)
@@ -102,32 +103,32 @@ func TestLostLeaseCancelsTheHandler(t *testing.T) {
 // The runner rides out its database connections being killed: claims, completions
 // and the listener reconnect, and every job still succeeds exactly once.
 func TestRunnerSurvivesKilledConnections(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	var runs atomic.Int64
 	// The runner gets a pool of its own, named so that only its sessions are killed.
-	victim := testdb.PoolFor(t, b.url+"&application_name=victim")
-	r := newRunner(victim, runner.Config{})
-	handle(t, r, "counted", func(context.Context, *runner.Job[struct{}]) (any, error) {
+	victim := testdb.PoolFor(t, b.URL+"&application_name=victim")
+	r := testkit.NewRunner(victim, runner.Config{})
+	testkit.Handle(t, r, "counted", func(context.Context, *runner.Job[struct{}]) (any, error) {
 		runs.Add(1)
 		return nil, nil
 	})
-	startRunner(t, r)
+	testkit.StartRunner(t, r)
 	const jobs = 300
 	for i := range jobs {
-		_, err := pgrun.Enqueue(b.ctx, b.pool, "counted", nil)
+		_, err := pgrun.Enqueue(b.Ctx, b.Pool, "counted", nil)
 		require.NoError(t, err)
 		if i%100 == 50 {
 			// Kill the runner's sessions: its pool, its listener and its
 			// maintenance connection.
-			eventually(t, 10*time.Second, "the runner's sessions to kill", func() bool {
+			testkit.Eventually(t, 10*time.Second, "the runner's sessions to kill", func() bool {
 				var killed int
-				require.NoError(t, b.pool.QueryRow(b.ctx, `select count(pg_terminate_backend(pid)) from pg_stat_activity
+				require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(pg_terminate_backend(pid)) from pg_stat_activity
 					where datname = current_database() and application_name = 'victim'`).Scan(&killed))
 				return killed > 0
 			})
 		}
 	}
-	eventually(t, 60*time.Second, "all jobs succeeded", func() bool { return countStatus(t, b, pgrun.StatusSucceeded) == jobs })
+	testkit.Eventually(t, 60*time.Second, "all jobs succeeded", func() bool { return testkit.CountStatus(t, b, pgrun.StatusSucceeded) == jobs })
 	require.EqualValues(t, jobs, runs.Load(), "no job ran twice")
 }
 
@@ -136,34 +137,34 @@ func TestRunnerSurvivesKilledConnections(t *testing.T) {
 // claimed again), stops the handler at once: the claim token tells the two apart,
 // where the attempt number cannot.
 func TestCancelHintForAnotherClaimStopsTheHandler(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	j, cause := runLongJob(t, b, 30*time.Second)
 	require.False(t, j.ClaimID.IsZero())
 	// The same worker and attempt, another claim; renewal is ten seconds away.
-	_, err := b.pool.Exec(b.ctx, `update pgrun.jobs set claim_id = gen_random_uuid() where id = $1`, j.ID)
+	_, err := b.Pool.Exec(b.Ctx, `update pgrun.jobs set claim_id = gen_random_uuid() where id = $1`, j.ID)
 	require.NoError(t, err)
-	_, err = b.pool.Exec(b.ctx, `select pg_notify('pgrun_cancel', $1::bigint || ':' || $2::int)`, j.ID, j.Attempt)
+	_, err = b.Pool.Exec(b.Ctx, `select pg_notify('pgrun_cancel', $1::bigint || ':' || $2::int)`, j.ID, j.Attempt)
 	require.NoError(t, err)
-	eventually(t, 5*time.Second, "handler cancelled", func() bool { return cause.Load() != nil })
+	testkit.Eventually(t, 5*time.Second, "handler cancelled", func() bool { return cause.Load() != nil })
 	require.True(t, errors.Is(cause.Load().(error), runner.ErrLeaseLost))
 }
 
 // runLongJob starts a runner (worker id "mine", the given lease, no maintenance) whose
 // one "long" job runs until its context is cancelled, and returns the job once it
 // runs, and where the cancellation's cause is stored.
-func runLongJob(t *testing.T, b *bundle, lease time.Duration) (*pgrun.Job, *atomic.Value) {
+func runLongJob(t *testing.T, b *testkit.DB, lease time.Duration) (*pgrun.Job, *atomic.Value) {
 	t.Helper()
 	started := make(chan *pgrun.Job, 1)
 	cause := new(atomic.Value)
-	r := newRunner(b.pool, runner.Config{WorkerID: "mine", Lease: lease, MaintenanceInterval: -1})
-	handle(t, r, "long", func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
+	r := testkit.NewRunner(b.Pool, runner.Config{WorkerID: "mine", Lease: lease, MaintenanceInterval: -1})
+	testkit.Handle(t, r, "long", func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
 		started <- j.Job
 		<-ctx.Done()
 		cause.Store(context.Cause(ctx))
 		return nil, ctx.Err()
 	})
-	startRunner(t, r)
-	_, err := pgrun.Enqueue(b.ctx, b.pool, "long", nil)
+	testkit.StartRunner(t, r)
+	_, err := pgrun.Enqueue(b.Ctx, b.Pool, "long", nil)
 	require.NoError(t, err)
 	return <-started, cause
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/testkit"
 	"github.com/pgrun/pgrun/runner"
 )
 
@@ -57,22 +58,22 @@ func (h *hookRecorder) of(id int64) []runner.Outcome {
 // claim reaches OnClaim with the jobs it brought; a led maintain() round reaches
 // OnMaintain.
 func TestHooksSeeEveryClaimAndOutcome(t *testing.T) {
-	b := setup(t)
-	_, err := b.pool.Exec(b.ctx, `select pgrun.set_queue('default', backoff_base => '10 milliseconds', backoff_max => '20 milliseconds')`)
+	b := testkit.Setup(t)
+	_, err := b.Pool.Exec(b.Ctx, `select pgrun.set_queue('default', backoff_base => '10 milliseconds', backoff_max => '20 milliseconds')`)
 	require.NoError(t, err)
 	rec := &hookRecorder{}
-	r := newRunner(b.pool, runner.Config{Hooks: []runner.Hooks{rec.hooks()}, MaintenanceInterval: 50 * time.Millisecond})
-	startRunner(t, r)
+	r := testkit.NewRunner(b.Pool, runner.Config{Hooks: []runner.Hooks{rec.hooks()}, MaintenanceInterval: 50 * time.Millisecond})
+	testkit.StartRunner(t, r)
 
-	echo, err := pgrun.Enqueue(b.ctx, b.pool, runner.KindEcho, map[string]int{"n": 1})
+	echo, err := pgrun.Enqueue(b.Ctx, b.Pool, runner.KindEcho, map[string]int{"n": 1})
 	require.NoError(t, err)
-	flaky, err := pgrun.Enqueue(b.ctx, b.pool, runner.KindFail, runner.FailArgs{Times: 1})
+	flaky, err := pgrun.Enqueue(b.Ctx, b.Pool, runner.KindFail, runner.FailArgs{Times: 1})
 	require.NoError(t, err)
-	broken, err := pgrun.Enqueue(b.ctx, b.pool, runner.KindFail, runner.FailArgs{Permanent: true})
+	broken, err := pgrun.Enqueue(b.Ctx, b.Pool, runner.KindFail, runner.FailArgs{Permanent: true})
 	require.NoError(t, err)
-	later, err := pgrun.Enqueue(b.ctx, b.pool, runner.KindLater, runner.LaterArgs{MS: 10})
+	later, err := pgrun.Enqueue(b.Ctx, b.Pool, runner.KindLater, runner.LaterArgs{MS: 10})
 	require.NoError(t, err)
-	fanout, err := pgrun.Enqueue(b.ctx, b.pool, runner.KindFanout, runner.FanoutArgs{Children: 2})
+	fanout, err := pgrun.Enqueue(b.Ctx, b.Pool, runner.KindFanout, runner.FanoutArgs{Children: 2})
 	require.NoError(t, err)
 
 	want := map[int64][]runner.Outcome{
@@ -82,7 +83,7 @@ func TestHooksSeeEveryClaimAndOutcome(t *testing.T) {
 		later.ID:  {runner.OutcomeRetryLater, runner.OutcomeSucceeded},
 		fanout.ID: {runner.OutcomeDeferred},
 	}
-	eventually(t, 20*time.Second, "every attempt's outcome", func() bool {
+	testkit.Eventually(t, 20*time.Second, "every attempt's outcome", func() bool {
 		for id, w := range want {
 			if !slices.Equal(rec.of(id), w) {
 				return false
@@ -92,7 +93,7 @@ func TestHooksSeeEveryClaimAndOutcome(t *testing.T) {
 		defer rec.mu.Unlock()
 		return len(rec.outcomes) == 9 // the seven above and the fanout's two children
 	})
-	require.Equal(t, pgrun.StatusSucceeded, jobStatus(t, b, fanout.ID))
+	require.Equal(t, pgrun.StatusSucceeded, testkit.JobStatus(t, b, fanout.ID))
 
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
@@ -124,16 +125,16 @@ func TestHooksSeeEveryClaimAndOutcome(t *testing.T) {
 // The wait an outcome reports runs from when the job was due to its claim, by the
 // database's clock.
 func TestOutcomeWaitIsFromDueToClaim(t *testing.T) {
-	b := setup(t)
-	j, err := pgrun.Enqueue(b.ctx, b.pool, runner.KindNoop, nil)
+	b := testkit.Setup(t)
+	j, err := pgrun.Enqueue(b.Ctx, b.Pool, runner.KindNoop, nil)
 	require.NoError(t, err)
 	// The job has waited a minute before any runner exists.
-	_, err = b.pool.Exec(b.ctx, `update pgrun.jobs set created_at = created_at - interval '1 minute',
+	_, err = b.Pool.Exec(b.Ctx, `update pgrun.jobs set created_at = created_at - interval '1 minute',
 		run_at = run_at - interval '1 minute' where id = $1`, j.ID)
 	require.NoError(t, err)
 	rec := &hookRecorder{}
-	startRunner(t, newRunner(b.pool, runner.Config{Hooks: []runner.Hooks{rec.hooks()}, MaintenanceInterval: -1}))
-	eventually(t, 10*time.Second, "the outcome", func() bool {
+	testkit.StartRunner(t, testkit.NewRunner(b.Pool, runner.Config{Hooks: []runner.Hooks{rec.hooks()}, MaintenanceInterval: -1}))
+	testkit.Eventually(t, 10*time.Second, "the outcome", func() bool {
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
 		return len(rec.outcomes) == 1
@@ -148,29 +149,29 @@ func TestOutcomeWaitIsFromDueToClaim(t *testing.T) {
 // OnOutcome as lease_lost; a job cancelled while it runs reaches OnOutcome as
 // cancelled.
 func TestHooksSeeLostLeasesAndCancels(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	rec := &hookRecorder{}
 	started := make(chan *pgrun.Job, 2)
-	r := newRunner(b.pool, runner.Config{WorkerID: "mine", Lease: time.Second, MaintenanceInterval: -1,
+	r := testkit.NewRunner(b.Pool, runner.Config{WorkerID: "mine", Lease: time.Second, MaintenanceInterval: -1,
 		Hooks: []runner.Hooks{rec.hooks()}})
 	runner.Handle(r, "long", func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
 		started <- j.Job
 		<-ctx.Done()
 		return nil, ctx.Err()
 	})
-	startRunner(t, r)
-	_, err := pgrun.Enqueue(b.ctx, b.pool, "long", nil)
+	testkit.StartRunner(t, r)
+	_, err := pgrun.Enqueue(b.Ctx, b.Pool, "long", nil)
 	require.NoError(t, err)
-	_, err = pgrun.Enqueue(b.ctx, b.pool, "long", nil)
+	_, err = pgrun.Enqueue(b.Ctx, b.Pool, "long", nil)
 	require.NoError(t, err)
 	lost, cancelled := <-started, <-started
 
 	// Another worker has taken the job over (as after a lease expiry and re-claim).
-	_, err = b.pool.Exec(b.ctx, `update pgrun.jobs set claimed_by = 'someone-else', attempt = attempt + 1 where id = $1`, lost.ID)
+	_, err = b.Pool.Exec(b.Ctx, `update pgrun.jobs set claimed_by = 'someone-else', attempt = attempt + 1 where id = $1`, lost.ID)
 	require.NoError(t, err)
-	_, err = b.pool.Exec(b.ctx, `select pgrun.cancel_job($1, 'test')`, cancelled.ID)
+	_, err = b.Pool.Exec(b.Ctx, `select pgrun.cancel_job($1, 'test')`, cancelled.ID)
 	require.NoError(t, err)
-	eventually(t, 10*time.Second, "both outcomes", func() bool {
+	testkit.Eventually(t, 10*time.Second, "both outcomes", func() bool {
 		return slices.Equal(rec.of(lost.ID), []runner.Outcome{runner.OutcomeLeaseLost}) &&
 			slices.Equal(rec.of(cancelled.ID), []runner.Outcome{runner.OutcomeCancelled})
 	})

@@ -10,72 +10,73 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/testkit"
 	"github.com/pgrun/pgrun/runner"
 )
 
 func TestRunnerBurnsDownNoops(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	specs := make([]pgrun.JobSpec, 2000)
 	for i := range specs {
 		specs[i] = pgrun.JobSpec{Kind: runner.KindNoop}
 	}
-	_, err := pgrun.EnqueueMany(b.ctx, b.pool, specs)
+	_, err := pgrun.EnqueueMany(b.Ctx, b.Pool, specs)
 	require.NoError(t, err)
 
-	r := newRunner(b.pool, runner.Config{Queues: map[string]runner.QueueConfig{"default": {Workers: 50}}})
-	startRunner(t, r)
-	eventually(t, 30*time.Second, "all jobs succeeded", func() bool {
-		return countStatus(t, b, pgrun.StatusSucceeded) == len(specs)
+	r := testkit.NewRunner(b.Pool, runner.Config{Queues: map[string]runner.QueueConfig{"default": {Workers: 50}}})
+	testkit.StartRunner(t, r)
+	testkit.Eventually(t, 30*time.Second, "all jobs succeeded", func() bool {
+		return testkit.CountStatus(t, b, pgrun.StatusSucceeded) == len(specs)
 	})
 }
 
 func TestRunnerRecordsResultsAndErrors(t *testing.T) {
-	b := setup(t)
-	echo, err := pgrun.Enqueue(b.ctx, b.pool, runner.KindEcho, map[string]any{"hello": "world"})
+	b := testkit.Setup(t)
+	echo, err := pgrun.Enqueue(b.Ctx, b.Pool, runner.KindEcho, map[string]any{"hello": "world"})
 	require.NoError(t, err)
-	perm, err := pgrun.Enqueue(b.ctx, b.pool, runner.KindFail, runner.FailArgs{Message: "bad input", Permanent: true})
+	perm, err := pgrun.Enqueue(b.Ctx, b.Pool, runner.KindFail, runner.FailArgs{Message: "bad input", Permanent: true})
 	require.NoError(t, err)
 	var calls atomic.Int32
-	r := newRunner(b.pool, runner.Config{})
-	handle(t, r, "panics", func(context.Context, *runner.Job[struct{}]) (any, error) {
+	r := testkit.NewRunner(b.Pool, runner.Config{})
+	testkit.Handle(t, r, "panics", func(context.Context, *runner.Job[struct{}]) (any, error) {
 		calls.Add(1)
 		panic("kaboom")
 	})
-	handle(t, r, "not-yet", func(_ context.Context, j *runner.Job[struct{}]) (any, error) {
+	testkit.Handle(t, r, "not-yet", func(_ context.Context, j *runner.Job[struct{}]) (any, error) {
 		if j.Attempt == 1 {
 			return nil, runner.RetryLater(time.Millisecond, "not yet")
 		}
 		return "done", nil
 	})
-	pan, err := pgrun.Enqueue(b.ctx, b.pool, "panics", nil, pgrun.MaxAttempts(1))
+	pan, err := pgrun.Enqueue(b.Ctx, b.Pool, "panics", nil, pgrun.MaxAttempts(1))
 	require.NoError(t, err)
-	later, err := pgrun.Enqueue(b.ctx, b.pool, "not-yet", nil, pgrun.MaxAttempts(1))
+	later, err := pgrun.Enqueue(b.Ctx, b.Pool, "not-yet", nil, pgrun.MaxAttempts(1))
 	require.NoError(t, err)
-	startRunner(t, r)
+	testkit.StartRunner(t, r)
 
-	eventually(t, 20*time.Second, "jobs finished", func() bool {
-		return jobStatus(t, b, echo.ID).Finished() && jobStatus(t, b, perm.ID).Finished() &&
-			jobStatus(t, b, pan.ID).Finished() && jobStatus(t, b, later.ID).Finished()
+	testkit.Eventually(t, 20*time.Second, "jobs finished", func() bool {
+		return testkit.JobStatus(t, b, echo.ID).Finished() && testkit.JobStatus(t, b, perm.ID).Finished() &&
+			testkit.JobStatus(t, b, pan.ID).Finished() && testkit.JobStatus(t, b, later.ID).Finished()
 	})
-	j, err := pgrun.GetJob(b.ctx, b.pool, echo.ID)
+	j, err := pgrun.GetJob(b.Ctx, b.Pool, echo.ID)
 	require.NoError(t, err)
 	require.Equal(t, pgrun.StatusSucceeded, j.Status)
 	require.JSONEq(t, `{"hello":"world"}`, string(j.Result))
 
-	j, err = pgrun.GetJob(b.ctx, b.pool, perm.ID)
+	j, err = pgrun.GetJob(b.Ctx, b.Pool, perm.ID)
 	require.NoError(t, err)
 	require.Equal(t, pgrun.StatusFailed, j.Status)
 	require.Equal(t, 1, j.Attempt, "a permanent error is not retried")
 	require.Contains(t, string(j.Error), "bad input")
 
-	j, err = pgrun.GetJob(b.ctx, b.pool, pan.ID)
+	j, err = pgrun.GetJob(b.Ctx, b.Pool, pan.ID)
 	require.NoError(t, err)
 	require.Equal(t, pgrun.StatusFailed, j.Status)
 	require.Contains(t, string(j.Error), `"class": "panic"`)
 	require.Contains(t, string(j.Error), "kaboom")
 	require.Contains(t, string(j.Error), "goroutine", "the stack is kept")
 
-	j, err = pgrun.GetJob(b.ctx, b.pool, later.ID)
+	j, err = pgrun.GetJob(b.Ctx, b.Pool, later.ID)
 	require.NoError(t, err)
 	require.Equal(t, pgrun.StatusSucceeded, j.Status, "retry_later spends no attempt, so max_attempts 1 still allows the second run")
 	require.Equal(t, 2, j.Attempt)
@@ -84,7 +85,7 @@ func TestRunnerRecordsResultsAndErrors(t *testing.T) {
 }
 
 func TestRunnerMiddlewareWrapsHandlers(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	type key struct{}
 	var seen atomic.Value
 	mw := func(next runner.HandlerFunc) runner.HandlerFunc {
@@ -92,8 +93,8 @@ func TestRunnerMiddlewareWrapsHandlers(t *testing.T) {
 			return next(context.WithValue(ctx, key{}, "tenant-"+j.Kind), j)
 		}
 	}
-	r := newRunner(b.pool, runner.Config{Middleware: []runner.Middleware{mw}})
-	handle(t, r, "ctxcheck", func(ctx context.Context, _ *runner.Job[struct{}]) (any, error) {
+	r := testkit.NewRunner(b.Pool, runner.Config{Middleware: []runner.Middleware{mw}})
+	testkit.Handle(t, r, "ctxcheck", func(ctx context.Context, _ *runner.Job[struct{}]) (any, error) {
 		v, _ := ctx.Value(key{}).(string)
 		seen.Store(v)
 		if v == "" {
@@ -101,9 +102,9 @@ func TestRunnerMiddlewareWrapsHandlers(t *testing.T) {
 		}
 		return nil, nil
 	})
-	j, err := pgrun.Enqueue(b.ctx, b.pool, "ctxcheck", nil)
+	j, err := pgrun.Enqueue(b.Ctx, b.Pool, "ctxcheck", nil)
 	require.NoError(t, err)
-	startRunner(t, r)
-	eventually(t, 10*time.Second, "job succeeded", func() bool { return jobStatus(t, b, j.ID) == pgrun.StatusSucceeded })
+	testkit.StartRunner(t, r)
+	testkit.Eventually(t, 10*time.Second, "job succeeded", func() bool { return testkit.JobStatus(t, b, j.ID) == pgrun.StatusSucceeded })
 	require.Equal(t, "tenant-ctxcheck", seen.Load())
 }

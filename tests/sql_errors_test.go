@@ -6,17 +6,18 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/pgrun/pgrun/internal/testkit"
 	"github.com/stretchr/testify/require"
 )
 
 // Bad input to any SQL function gets a SQLSTATE, a message naming the bad value and
 // a HINT, and writes nothing.
 func TestBadInputIsRejectedClearlyAndWritesNothing(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	// One running job, so transitions have something real to refuse.
-	_, err := b.pool.Exec(b.ctx, `select pgrun.enqueue_job('noop')`)
+	_, err := b.Pool.Exec(b.Ctx, `select pgrun.enqueue_job('noop')`)
 	require.NoError(t, err)
-	_, err = b.pool.Exec(b.ctx, `select pgrun.claim_jobs('default', 'w', 1)`)
+	_, err = b.Pool.Exec(b.Ctx, `select pgrun.claim_jobs('default', 'w', 1)`)
 	require.NoError(t, err)
 
 	cases := []struct {
@@ -60,18 +61,18 @@ func TestBadInputIsRejectedClearlyAndWritesNothing(t *testing.T) {
 		{`select pgrun.worker_heartbeat('', 'host', 1)`, "22023", "''"},
 		{`select pgrun.worker_heartbeat('w', 'host', 1, state => 'sleepy')`, "22023", "'sleepy'"},
 	}
-	before, row := tableCounts(t, b), rowJSON(t, b.pool, 1)
+	before, row := testkit.TableCounts(t, b), testkit.RowJSON(t, b.Pool, 1)
 	for _, c := range cases {
-		_, err := b.pool.Exec(b.ctx, c.sql)
+		_, err := b.Pool.Exec(b.Ctx, c.sql)
 		var pe *pgconn.PgError
 		require.True(t, errors.As(err, &pe), "%s: expected an error, got %v", c.sql, err)
 		require.Equal(t, c.code, pe.Code, "%s: %s", c.sql, pe.Message)
 		require.Contains(t, pe.Message, c.names, "%s: the message names the bad value", c.sql)
 		require.NotEmpty(t, strings.TrimSpace(pe.Hint), "%s: a HINT says what to do", c.sql)
 	}
-	require.Equal(t, before, tableCounts(t, b), "nothing was written")
-	require.Equal(t, row, rowJSON(t, b.pool, 1))
+	require.Equal(t, before, testkit.TableCounts(t, b), "nothing was written")
+	require.Equal(t, row, testkit.RowJSON(t, b.Pool, 1))
 	var workers int
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from pgrun.workers`).Scan(&workers))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.workers`).Scan(&workers))
 	require.Zero(t, workers)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/testkit"
 	"github.com/pgrun/pgrun/runner"
 	"github.com/pgrun/pgrun/ui"
 )
@@ -84,7 +85,7 @@ func browser(t testing.TB) context.Context {
 func serveUI(t testing.TB, pool *pgxpool.Pool, opts ui.Options) string {
 	t.Helper()
 	if opts.Logger == nil {
-		opts.Logger = quietLogger()
+		opts.Logger = testkit.QuietLogger()
 	}
 	h, err := ui.New(pool, opts)
 	require.NoError(t, err)
@@ -96,16 +97,16 @@ func serveUI(t testing.TB, pool *pgxpool.Pool, opts ui.Options) string {
 // The overview lists every queue from the database with its counts and its paused
 // flag.
 func TestUIOverviewShowsQueues(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	for i := 0; i < 3; i++ {
-		_, err := pgrun.Enqueue(b.ctx, b.pool, "resize", map[string]int{"n": i}, pgrun.Queue("images"))
+		_, err := pgrun.Enqueue(b.Ctx, b.Pool, "resize", map[string]int{"n": i}, pgrun.Queue("images"))
 		require.NoError(t, err)
 	}
-	_, err := pgrun.Enqueue(b.ctx, b.pool, "mail", nil, pgrun.Queue("emails"))
+	_, err := pgrun.Enqueue(b.Ctx, b.Pool, "mail", nil, pgrun.Queue("emails"))
 	require.NoError(t, err)
-	_, err = b.pool.Exec(b.ctx, `select pgrun.pause_queue('emails')`)
+	_, err = b.Pool.Exec(b.Ctx, `select pgrun.pause_queue('emails')`)
 	require.NoError(t, err)
-	base := serveUI(t, b.pool, ui.Options{})
+	base := serveUI(t, b.Pool, ui.Options{})
 
 	ctx := browser(t)
 	var images, emails string
@@ -125,18 +126,18 @@ func TestUIOverviewShowsQueues(t *testing.T) {
 // A cancel clicked in the job's page, and confirmed in its dialog, cancels the
 // running job: the database says cancelled, and the handler's context ends.
 func TestUICancelRunningJobFromThePage(t *testing.T) {
-	b := setup(t)
+	b := testkit.Setup(t)
 	started := make(chan int64, 1)
 	stopped := make(chan error, 1)
-	r := newRunner(b.pool, runner.Config{})
+	r := testkit.NewRunner(b.Pool, runner.Config{})
 	runner.Handle(r, "ui-long", func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
 		started <- j.ID
 		<-ctx.Done()
 		stopped <- context.Cause(ctx)
 		return nil, ctx.Err()
 	})
-	startRunner(t, r)
-	job, err := pgrun.Enqueue(b.ctx, b.pool, "ui-long", nil)
+	testkit.StartRunner(t, r)
+	job, err := pgrun.Enqueue(b.Ctx, b.Pool, "ui-long", nil)
 	require.NoError(t, err)
 	select {
 	case id := <-started:
@@ -144,8 +145,8 @@ func TestUICancelRunningJobFromThePage(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the job did not start")
 	}
-	require.Equal(t, pgrun.StatusRunning, jobStatus(t, b, job.ID))
-	base := serveUI(t, b.pool, ui.Options{})
+	require.Equal(t, pgrun.StatusRunning, testkit.JobStatus(t, b, job.ID))
+	base := serveUI(t, b.Pool, ui.Options{})
 
 	ctx := browser(t)
 	var question, flash string
@@ -157,15 +158,15 @@ func TestUICancelRunningJobFromThePage(t *testing.T) {
 		chromedp.Text(`#confirm-text`, &question, chromedp.ByQuery),
 	))
 	require.Contains(t, question, fmt.Sprintf("Cancel job %d", job.ID))
-	require.Equal(t, pgrun.StatusRunning, jobStatus(t, b, job.ID), "nothing happens before the confirmation")
+	require.Equal(t, pgrun.StatusRunning, testkit.JobStatus(t, b, job.ID), "nothing happens before the confirmation")
 	require.NoError(t, chromedp.Run(ctx,
 		chromedp.Click(`#confirm-ok`, chromedp.ByQuery),
 		chromedp.WaitVisible(`.flash`, chromedp.ByQuery),
 		chromedp.Text(`.flash`, &flash, chromedp.ByQuery),
 	))
 	require.Contains(t, flash, fmt.Sprintf("Job %d cancelled", job.ID))
-	eventually(t, 10*time.Second, "the job to be cancelled in the database", func() bool {
-		return jobStatus(t, b, job.ID) == pgrun.StatusCancelled
+	testkit.Eventually(t, 10*time.Second, "the job to be cancelled in the database", func() bool {
+		return testkit.JobStatus(t, b, job.ID) == pgrun.StatusCancelled
 	})
 	select {
 	case <-stopped:
@@ -176,17 +177,17 @@ func TestUICancelRunningJobFromThePage(t *testing.T) {
 
 // A workflow run's page draws its DAG: one node per workflow node, with its state.
 func TestUIRunPageDrawsTheDAG(t *testing.T) {
-	b := setup(t)
-	_, err := pgrun.DefineWorkflow(b.ctx, b.pool, "etl", map[string]any{"nodes": []map[string]any{
+	b := testkit.Setup(t)
+	_, err := pgrun.DefineWorkflow(b.Ctx, b.Pool, "etl", map[string]any{"nodes": []map[string]any{
 		{"name": "extract", "kind": "noop"},
 		{"name": "clean", "kind": "noop", "deps": []string{"extract"}},
 		{"name": "enrich", "kind": "noop", "deps": []string{"extract"}},
 		{"name": "load", "kind": "noop", "deps": []string{"clean", "enrich"}},
 	}})
 	require.NoError(t, err)
-	run, err := pgrun.StartRun(b.ctx, b.pool, "etl", map[string]any{}, "")
+	run, err := pgrun.StartRun(b.Ctx, b.Pool, "etl", map[string]any{}, "")
 	require.NoError(t, err)
-	base := serveUI(t, b.pool, ui.Options{})
+	base := serveUI(t, b.Pool, ui.Options{})
 
 	ctx := browser(t)
 	var nodes []map[string]string
@@ -205,7 +206,7 @@ func TestUIRunPageDrawsTheDAG(t *testing.T) {
 	require.Equal(t, 4, edges)
 
 	// Live: a node that moves on redraws without a reload.
-	_, err = b.pool.Exec(b.ctx, `select pgrun.cancel_run($1, 'from the test')`, run.ID)
+	_, err = b.Pool.Exec(b.Ctx, `select pgrun.cancel_run($1, 'from the test')`, run.ID)
 	require.NoError(t, err)
 	require.NoError(t, chromedp.Run(ctx,
 		chromedp.WaitVisible(`svg.dag g.dag-node[data-node="extract"][data-status="cancelled"]`, chromedp.ByQuery)))

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/testkit"
 	"github.com/pgrun/pgrun/ui"
 )
 
@@ -73,9 +74,9 @@ func csrfFrom(t *testing.T, page string) string {
 // token, from another origin; asked for confirmation first; done only once
 // confirmed. The dashboard connects as a pgrun_admin member, as docs/ui.md says.
 func TestUIActionsAreCheckedOnTheServer(t *testing.T) {
-	b := setup(t)
-	admin := asRole(t, b, "pgrun_admin")
-	job, err := pgrun.Enqueue(b.ctx, b.pool, "noop", nil, pgrun.RunAt(time.Now().Add(time.Hour)))
+	b := testkit.Setup(t)
+	admin := testkit.AsRole(t, b, "pgrun_admin")
+	job, err := pgrun.Enqueue(b.Ctx, b.Pool, "noop", nil, pgrun.RunAt(time.Now().Add(time.Hour)))
 	require.NoError(t, err)
 	jobURL := fmt.Sprintf("/jobs/%d", job.ID)
 
@@ -85,7 +86,7 @@ func TestUIActionsAreCheckedOnTheServer(t *testing.T) {
 	resp, body := post(t, ro+"/actions/cancel", url.Values{"id": {fmt.Sprint(job.ID)}, "confirmed": {"yes"}})
 	require.Equal(t, http.StatusForbidden, resp.StatusCode)
 	require.Contains(t, body, "read-only")
-	require.Equal(t, pgrun.StatusQueued, jobStatus(t, b, job.ID))
+	require.Equal(t, pgrun.StatusQueued, testkit.JobStatus(t, b, job.ID))
 
 	base := serveUI(t, admin, ui.Options{})
 	_, page = get(t, base+jobURL)
@@ -100,7 +101,7 @@ func TestUIActionsAreCheckedOnTheServer(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, resp.StatusCode, "another origin")
 	resp, _ = post(t, base+"/actions/cancel", withConfirmed(cancel, token), "Sec-Fetch-Site", "cross-site")
 	require.Equal(t, http.StatusForbidden, resp.StatusCode, "a cross-site request")
-	require.Equal(t, pgrun.StatusQueued, jobStatus(t, b, job.ID))
+	require.Equal(t, pgrun.StatusQueued, testkit.JobStatus(t, b, job.ID))
 
 	form := withConfirmed(cancel, token)
 	form.Del("confirmed")
@@ -108,30 +109,30 @@ func TestUIActionsAreCheckedOnTheServer(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, body, fmt.Sprintf("Cancel job %d?", job.ID), "unconfirmed: the server asks")
 	require.Contains(t, body, `name="confirmed" value="yes"`)
-	require.Equal(t, pgrun.StatusQueued, jobStatus(t, b, job.ID))
+	require.Equal(t, pgrun.StatusQueued, testkit.JobStatus(t, b, job.ID))
 
 	resp, _ = post(t, base+"/actions/cancel", withConfirmed(cancel, token))
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 	require.Equal(t, jobURL, resp.Header.Get("Location"))
-	require.Equal(t, pgrun.StatusCancelled, jobStatus(t, b, job.ID))
+	require.Equal(t, pgrun.StatusCancelled, testkit.JobStatus(t, b, job.ID))
 
 	// A redirect target is kept on the site.
 	resp, _ = post(t, base+"/actions/retry", url.Values{"id": {fmt.Sprint(job.ID)}, "csrf": {token}, "confirmed": {"yes"},
 		"return": {"//evil.example/"}})
 	require.Equal(t, "/", resp.Header.Get("Location"))
-	require.Equal(t, pgrun.StatusQueued, jobStatus(t, b, job.ID))
+	require.Equal(t, pgrun.StatusQueued, testkit.JobStatus(t, b, job.ID))
 
 	// Queue pause and worker control go through as pgrun_admin.
 	resp, _ = post(t, base+"/actions/pause-queue", url.Values{"queue": {"default"}, "csrf": {token}, "confirmed": {"yes"}})
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 	var paused bool
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select paused from pgrun.queues where name = 'default'`).Scan(&paused))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select paused from pgrun.queues where name = 'default'`).Scan(&paused))
 	require.True(t, paused)
 	resp, _ = post(t, base+"/actions/worker-control", url.Values{"host": {"h1"}, "queue": {"default"}, "mode": {"drain"},
 		"csrf": {token}, "confirmed": {"yes"}})
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 	var mode string
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select mode from pgrun.worker_control where host = 'h1' and queue = 'default'`).Scan(&mode))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select mode from pgrun.worker_control where host = 'h1' and queue = 'default'`).Scan(&mode))
 	require.Equal(t, "drain", mode)
 	resp, _ = post(t, base+"/actions/worker-control", url.Values{"host": {"h1"}, "mode": {"sideways"}, "csrf": {token}, "confirmed": {"yes"}})
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
@@ -151,8 +152,8 @@ func withConfirmed(v url.Values, token string) url.Values {
 // Basic authentication, the bearer token and its login cookie, and the loopback
 // host check of a dashboard without authentication.
 func TestUIAuthentication(t *testing.T) {
-	b := setup(t)
-	basic := serveUI(t, b.pool, ui.Options{BasicUser: "ops", BasicPassword: "pw"})
+	b := testkit.Setup(t)
+	basic := serveUI(t, b.Pool, ui.Options{BasicUser: "ops", BasicPassword: "pw"})
 	resp, _ := get(t, basic+"/")
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 	require.Contains(t, resp.Header.Get("WWW-Authenticate"), "Basic")
@@ -161,7 +162,7 @@ func TestUIAuthentication(t *testing.T) {
 	resp, _ = get(t, strings.Replace(basic, "http://", "http://ops:pw@", 1)+"/")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 
-	tok := serveUI(t, b.pool, ui.Options{Token: "t0ken"})
+	tok := serveUI(t, b.Pool, ui.Options{Token: "t0ken"})
 	resp, _ = get(t, tok+"/jobs")
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 	require.Equal(t, "/login?next=%2Fjobs", resp.Header.Get("Location"))
@@ -186,7 +187,7 @@ func TestUIAuthentication(t *testing.T) {
 	resp, _ = get(t, tok+"/jobs", "Cookie", "pgrun_ui="+cookie.Value)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 
-	open := serveUI(t, b.pool, ui.Options{})
+	open := serveUI(t, b.Pool, ui.Options{})
 	resp, _ = get(t, open+"/", "Host", "evil.example")
 	require.Equal(t, http.StatusMisdirectedRequest, resp.StatusCode, "DNS rebinding: a foreign host name is refused")
 	resp, _ = get(t, open+"/", "Host", "localhost:8080")
@@ -214,16 +215,16 @@ func listPage(t *testing.T, base, query string) jobsJSON {
 // The jobs list pages by id (keyset): every matching job once, newest first; the
 // time range and the other filters select what they say.
 func TestUIJobsListPagesByKeyset(t *testing.T) {
-	b := setup(t)
-	_, err := b.pool.Exec(b.ctx, `select pgrun.enqueue_job('old', '{"tag": "x"}', queue => 'kp') from generate_series(1, 10)`)
+	b := testkit.Setup(t)
+	_, err := b.Pool.Exec(b.Ctx, `select pgrun.enqueue_job('old', '{"tag": "x"}', queue => 'kp') from generate_series(1, 10)`)
 	require.NoError(t, err)
-	_, err = b.pool.Exec(b.ctx, `update pgrun.jobs set created_at = now() - interval '3 hours'`)
+	_, err = b.Pool.Exec(b.Ctx, `update pgrun.jobs set created_at = now() - interval '3 hours'`)
 	require.NoError(t, err)
-	_, err = b.pool.Exec(b.ctx, `select pgrun.enqueue_job('new', jsonb_build_object('n', g), queue => 'kp') from generate_series(1, 120) g`)
+	_, err = b.Pool.Exec(b.Ctx, `select pgrun.enqueue_job('new', jsonb_build_object('n', g), queue => 'kp') from generate_series(1, 120) g`)
 	require.NoError(t, err)
-	_, err = b.pool.Exec(b.ctx, `select pgrun.enqueue_job('new', '{}', queue => 'other') from generate_series(1, 20)`)
+	_, err = b.Pool.Exec(b.Ctx, `select pgrun.enqueue_job('new', '{}', queue => 'other') from generate_series(1, 20)`)
 	require.NoError(t, err)
-	base := serveUI(t, b.pool, ui.Options{ReadOnly: true})
+	base := serveUI(t, b.Pool, ui.Options{ReadOnly: true})
 
 	var ids []int64
 	query := "queue=kp"
@@ -242,7 +243,7 @@ func TestUIJobsListPagesByKeyset(t *testing.T) {
 		require.Less(t, ids[i], ids[i-1], "newest first, each once")
 	}
 	var want []int64
-	rows, err := b.pool.Query(b.ctx, `select id from pgrun.jobs where queue = 'kp' order by id desc`)
+	rows, err := b.Pool.Query(b.Ctx, `select id from pgrun.jobs where queue = 'kp' order by id desc`)
 	require.NoError(t, err)
 	for rows.Next() {
 		var id int64
@@ -270,8 +271,8 @@ func TestUIJobsListPagesByKeyset(t *testing.T) {
 // A role granted what docs/ui.md lists for a read-only dashboard reads every page
 // without a permission error.
 func TestUIReadOnlyRoleReadsEveryPage(t *testing.T) {
-	b := setup(t)
-	name, reader := newRole(t, b, "")
+	b := testkit.Setup(t)
+	name, reader := testkit.NewRole(t, b, "")
 	for _, stmt := range []string{
 		`grant usage on schema pgrun to %q`,
 		`grant select on pgrun.jobs, pgrun.job_events, pgrun.runs, pgrun.workflows, pgrun.queues, pgrun.schedules,
@@ -279,22 +280,22 @@ func TestUIReadOnlyRoleReadsEveryPage(t *testing.T) {
 		`grant execute on function pgrun.queue_counts(), pgrun.stats_exact_limit(), pgrun.worker_alive(pgrun.workers, timestamptz),
 		   pgrun.job_timeline(bigint) to %q`,
 	} {
-		_, err := b.pool.Exec(b.ctx, fmt.Sprintf(stmt, name))
+		_, err := b.Pool.Exec(b.Ctx, fmt.Sprintf(stmt, name))
 		require.NoError(t, err)
 	}
-	job, err := pgrun.Enqueue(b.ctx, b.pool, "noop", nil)
+	job, err := pgrun.Enqueue(b.Ctx, b.Pool, "noop", nil)
 	require.NoError(t, err)
-	_, err = pgrun.DefineWorkflow(b.ctx, b.pool, "two", map[string]any{"nodes": []map[string]any{
+	_, err = pgrun.DefineWorkflow(b.Ctx, b.Pool, "two", map[string]any{"nodes": []map[string]any{
 		{"name": "a", "kind": "noop"}, {"name": "b", "kind": "noop", "deps": []string{"a"}}}})
 	require.NoError(t, err)
-	run, err := pgrun.StartRun(b.ctx, b.pool, "two", map[string]any{}, "")
+	run, err := pgrun.StartRun(b.Ctx, b.Pool, "two", map[string]any{}, "")
 	require.NoError(t, err)
 	for _, stmt := range []string{
 		`select pgrun.worker_heartbeat('w1', 'host-1', 1, array['default'])`,
 		`select pgrun.record_hw('host-1', 12.5, 1 << 30, 8 << 30)`,
 		`select pgrun.set_schedule('tick', '@every 30s', 'noop')`,
 	} {
-		_, err := b.pool.Exec(b.ctx, stmt)
+		_, err := b.Pool.Exec(b.Ctx, stmt)
 		require.NoError(t, err)
 	}
 	base := serveUI(t, reader, ui.Options{ReadOnly: true})
@@ -319,14 +320,14 @@ func sep(p string) string {
 // on pgrun_jobs, here), and at once a change that came after the page it belongs
 // to was rendered but before the stream opened.
 func TestUIEventStreamFollowsNotifications(t *testing.T) {
-	b := setup(t)
-	base := serveUI(t, b.pool, ui.Options{})
+	b := testkit.Setup(t)
+	base := serveUI(t, b.Pool, ui.Options{})
 	_, page := get(t, base+"/")
 	seq := regexp.MustCompile(`data-seq="(\d+)"`).FindStringSubmatch(page)
 	require.NotNil(t, seq)
 
 	open := func(since string) (*bufio.Reader, func()) {
-		req, err := http.NewRequestWithContext(b.ctx, http.MethodGet, base+"/events?since="+since, nil)
+		req, err := http.NewRequestWithContext(b.Ctx, http.MethodGet, base+"/events?since="+since, nil)
 		require.NoError(t, err)
 		resp, err := http.DefaultClient.Do(req)
 		require.NoError(t, err)
@@ -364,7 +365,7 @@ func TestUIEventStreamFollowsNotifications(t *testing.T) {
 
 	stream, closeStream := open(seq[1])
 	defer closeStream()
-	_, err := pgrun.Enqueue(b.ctx, b.pool, "noop", nil, pgrun.Queue("live"))
+	_, err := pgrun.Enqueue(b.Ctx, b.Pool, "noop", nil, pgrun.Queue("live"))
 	require.NoError(t, err)
 	var data string
 	for !strings.Contains(data, `"live"`) { // a fingerprint change may come first

@@ -9,6 +9,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgrun/pgrun/internal/testkit"
 	"github.com/pgrun/pgrun/ui"
 )
 
@@ -101,15 +102,15 @@ func TestUIScreenshots(t *testing.T) {
 	if dir == "" {
 		t.Skip("set PGRUN_UI_SCREENSHOTS to a directory to write the dashboard's screenshots there")
 	}
-	b := setup(t)
-	_, err := b.pool.Exec(b.ctx, uiScreenshotSeed)
+	b := testkit.Setup(t)
+	_, err := b.Pool.Exec(b.Ctx, uiScreenshotSeed)
 	require.NoError(t, err)
-	_, err = b.pool.Exec(b.ctx, uiScreenshotAdvance)
+	_, err = b.Pool.Exec(b.Ctx, uiScreenshotAdvance)
 	require.NoError(t, err)
 	var failed, running int64
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select max(id) filter (where status = 'failed' and run_id is null),
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select max(id) filter (where status = 'failed' and run_id is null),
 		max(id) filter (where status = 'running' and queue = 'gpu' and progress_total is not null) from pgrun.jobs`).Scan(&failed, &running))
-	base := serveUI(t, b.pool, ui.Options{})
+	base := serveUI(t, b.Pool, ui.Options{})
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 
 	ctx := browser(t)
