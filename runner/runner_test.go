@@ -3,6 +3,7 @@ package runner_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/testkit"
 	"github.com/pgrun/pgrun/runner"
 )
 
@@ -95,4 +97,59 @@ func TestHandleArgsRunsTheKindTheArgsName(t *testing.T) {
 	j, err := pgrun.GetJob(b.ctx, b.pool, job.ID)
 	require.NoError(t, err)
 	require.JSONEq(t, `{"w": 42}`, string(j.Result))
+}
+
+// A runner never fails a job whose kind it has no handler for: claim_jobs hands out
+// only the kinds a worker handles, so the job stays queued (for a runner that does),
+// and queue_stats counts it as unhandled.
+func TestUnknownKindsStayQueued(t *testing.T) {
+	b := testkit.Setup(t)
+	r := testkit.NewRunner(b.Pool, runner.Config{})
+	testkit.StartRunner(t, r)
+	var resize int64
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select id from pgrun.enqueue_job('resize', '{"w": 64}')`).Scan(&resize))
+	echo, err := pgrun.Enqueue(b.Ctx, b.Pool, runner.KindEcho, map[string]any{"after": "resize"})
+	require.NoError(t, err)
+	testkit.Eventually(t, 10*time.Second, "the echo job ran", func() bool { return testkit.JobStatus(t, b, echo.ID) == pgrun.StatusSucceeded })
+	testkit.Eventually(t, 10*time.Second, "the runner advertised its kinds", func() bool {
+		var unhandled int64
+		require.NoError(t, b.Pool.QueryRow(b.Ctx, `select unhandled from pgrun.queue_stats where queue = 'default'`).Scan(&unhandled))
+		return unhandled == 1
+	})
+	j, err := pgrun.GetJob(b.Ctx, b.Pool, resize)
+	require.NoError(t, err)
+	require.Equal(t, pgrun.StatusQueued, j.Status)
+	require.Zero(t, j.Attempt, "never claimed")
+	require.Zero(t, j.Failures)
+
+	// From SQL: a worker in any language passes its kinds.
+	var none int
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.claim_jobs('default', 'py-worker', 10, kinds => array['echo'])`).Scan(&none))
+	require.Zero(t, none, "nothing of other kinds")
+	var got int64
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select id from pgrun.claim_jobs('default', 'py-worker', 10, kinds => array['resize'])`).Scan(&got))
+	require.Equal(t, resize, got)
+}
+
+// runner.Config is validated by runner.New, with one readable error naming the field.
+func TestRunnerConfigIsValidated(t *testing.T) {
+	b := testkit.Setup(t)
+	for _, tc := range []struct {
+		cfg  runner.Config
+		says string
+	}{
+		{runner.Config{Lease: time.Nanosecond}, "lease 1ns is too short"},
+		{runner.Config{Lease: -time.Second}, "lease -1s is too short"},
+		{runner.Config{ShutdownGrace: -5 * time.Second}, "shutdown grace -5s is negative"},
+		{runner.Config{WorkerID: strings.Repeat("w", 3000)}, "worker id is 3000 characters"},
+		{runner.Config{Queues: map[string]runner.QueueConfig{"default": {Workers: 1 << 40}}}, "workers 1099511627776 is not valid"},
+		{runner.Config{PollInterval: time.Microsecond}, "poll interval 1µs is too short"},
+	} {
+		if tc.cfg.Queues == nil {
+			tc.cfg.Queues = map[string]runner.QueueConfig{"default": {Workers: 8}}
+		}
+		_, err := runner.New(b.Pool, tc.cfg)
+		require.ErrorContains(t, err, tc.says)
+		require.NotContains(t, err.Error(), "\n")
+	}
 }

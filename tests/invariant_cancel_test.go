@@ -1,9 +1,7 @@
 package tests
 
 import (
-	"context"
-	"errors"
-	"sync/atomic"
+	"strconv"
 	"testing"
 	"time"
 
@@ -55,48 +53,6 @@ func TestCancelQueuedFinishedAndUnknown(t *testing.T) {
 	require.Equal(t, "P0002", testkit.SQLState(err))
 }
 
-// Cancelling a running job cancels its handler's context within a second, with cause
-// ErrJobCancelled, and the late return of the handler is ignored.
-func TestCancelRunningJobCancelsHandlerWithinASecond(t *testing.T) {
-	b := testkit.Setup(t)
-	started := make(chan struct{})
-	var cause atomic.Value
-	var cancelledAt atomic.Int64
-	r := testkit.NewRunner(b.Pool, runner.Config{})
-	testkit.Handle(t, r, "blocker", func(ctx context.Context, _ *runner.Job[struct{}]) (any, error) {
-		close(started)
-		<-ctx.Done()
-		cancelledAt.Store(time.Now().UnixNano())
-		cause.Store(context.Cause(ctx))
-		return "late result", nil // must be ignored
-	})
-	testkit.StartRunner(t, r)
-	job, err := pgrun.Enqueue(b.Ctx, b.Pool, "blocker", nil)
-	require.NoError(t, err)
-	select {
-	case <-started:
-	case <-time.After(10 * time.Second):
-		t.Fatal("handler did not start")
-	}
-	at := time.Now()
-	_, err = pgrun.Cancel(b.Ctx, b.Pool, job.ID, "operator")
-	require.NoError(t, err)
-	testkit.Eventually(t, time.Second, "handler context cancelled", func() bool { return cancelledAt.Load() != 0 })
-	t.Logf("cancel reached the handler after %s", time.Unix(0, cancelledAt.Load()).Sub(at))
-	require.True(t, errors.Is(cause.Load().(error), runner.ErrJobCancelled), "cause %v", cause.Load())
-
-	// Give the runner every chance to (wrongly) report the late result.
-	r2 := testkit.NewRunner(b.Pool, runner.Config{WorkerID: "probe"})
-	testkit.StartRunner(t, r2)
-	probe, err := pgrun.Enqueue(b.Ctx, b.Pool, "noop", nil)
-	require.NoError(t, err)
-	testkit.Eventually(t, 10*time.Second, "probe job done", func() bool { return testkit.JobStatus(t, b, probe.ID) == pgrun.StatusSucceeded })
-	j, err := pgrun.GetJob(b.Ctx, b.Pool, job.ID)
-	require.NoError(t, err)
-	require.Equal(t, pgrun.StatusCancelled, j.Status)
-	require.Nil(t, j.Result)
-}
-
 // A cancelled job can be redriven and then runs to success; retry_job of a job that
 // is not failed or cancelled changes nothing.
 func TestRetryRedrivesCancelledJob(t *testing.T) {
@@ -113,4 +69,102 @@ func TestRetryRedrivesCancelledJob(t *testing.T) {
 
 	testkit.StartRunner(t, testkit.NewRunner(b.Pool, runner.Config{}))
 	testkit.Eventually(t, 10*time.Second, "redriven job succeeded", func() bool { return testkit.JobStatus(t, b, job.ID) == pgrun.StatusSucceeded })
+}
+
+// Cancelling a running job ends it at once in the database, tells its worker on
+// pgrun_cancel, and leaves the worker nothing to do: its reports under the claim's
+// attempt change nothing, its renewal no longer returns the job, and no claim hands
+// it out again.
+func TestCancelledRunningJobRefusesItsWorkersReports(t *testing.T) {
+	b := testkit.Setup(t)
+	cancels := testkit.Listen(t, b, "pgrun_cancel")
+	var id int64
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select id from pgrun.enqueue_job('noop')`).Scan(&id))
+	require.Equal(t, []testkit.Claim{{ID: id, Attempt: 1}}, testkit.ClaimN(t, b.Pool, "default", "w", 1, "30 seconds"))
+
+	var status string
+	var finished *time.Time
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select status::text, finished_at from pgrun.cancel_job($1, 'operator said so')`, id).Scan(&status, &finished))
+	require.Equal(t, "cancelled", status)
+	require.NotNil(t, finished)
+	ev := kitLastEvent(t, b.Pool, id)
+	require.Equal(t, "job.cancelled", ev.Event)
+	require.Equal(t, "running", ev.Fields["previous_status"])
+	require.EqualValues(t, 1, ev.Fields["attempt"])
+	require.Equal(t, "operator said so", *ev.Message)
+	n := testkit.NextNotification(t, cancels, 5*time.Second)
+	require.NotNil(t, n, "the worker was not told")
+	require.Regexp(t, "^"+strconv.FormatInt(id, 10)+":[0-9]+$", n.Payload, "payload is id:attempt")
+
+	after := testkit.Snap(t, b.Pool, id)
+	for _, tr := range kitTransitions {
+		require.Nil(t, testkit.NullID(t, b.Pool, tr.sql, id, 1), tr.name)
+	}
+	var renewed int
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.renew_leases('w', array[$1::bigint])`, id).Scan(&renewed))
+	require.Zero(t, renewed)
+	require.Empty(t, testkit.ClaimN(t, b.Pool, "default", "w2", 10, "30 seconds"))
+	require.Equal(t, after, testkit.Snap(t, b.Pool, id))
+}
+
+// Jobs that have not started (pending, waiting) are cancelled at once too, with their
+// previous status in the event.
+func TestCancelParkedJobs(t *testing.T) {
+	b := testkit.Setup(t)
+	for _, from := range []string{"pending", "waiting"} {
+		var id int64
+		require.NoError(t, b.Pool.QueryRow(b.Ctx, `insert into pgrun.jobs (kind, status) values ('parked', $1::pgrun.job_status) returning id`, from).Scan(&id))
+		j, err := pgrun.Cancel(b.Ctx, b.Pool, id, "")
+		require.NoError(t, err)
+		require.Equal(t, pgrun.StatusCancelled, j.Status)
+		ev := kitLastEvent(t, b.Pool, id)
+		require.Equal(t, "job.cancelled", ev.Event)
+		require.Equal(t, from, ev.Fields["previous_status"])
+	}
+}
+
+// The client's view of cancel and redrive: Cancel of a finished job returns it with
+// ErrFinished, Retry of a job that is neither failed nor cancelled returns
+// ErrNotRetryable (retry_job returns NULL and changes nothing), unknown ids give
+// ErrNotFound, and a redriven cancelled job runs to success.
+func TestCancelAndRetryThroughTheClient(t *testing.T) {
+	b := testkit.Setup(t)
+	_, err := pgrun.Cancel(b.Ctx, b.Pool, 987654, "")
+	require.ErrorIs(t, err, pgrun.ErrNotFound)
+	_, err = pgrun.Retry(b.Ctx, b.Pool, 987654)
+	require.ErrorIs(t, err, pgrun.ErrNotFound)
+
+	queued, err := pgrun.Enqueue(b.Ctx, b.Pool, runner.KindEcho, map[string]any{"n": 7}, pgrun.Queue("later"))
+	require.NoError(t, err)
+	before := testkit.Snap(t, b.Pool, queued.ID)
+	require.Nil(t, testkit.NullID(t, b.Pool, `select (pgrun.retry_job($1)).id`, queued.ID), "retry_job of a queued job")
+	j, err := pgrun.Retry(b.Ctx, b.Pool, queued.ID)
+	require.ErrorIs(t, err, pgrun.ErrNotRetryable)
+	require.Equal(t, pgrun.StatusQueued, j.Status)
+	require.Equal(t, before, testkit.Snap(t, b.Pool, queued.ID))
+
+	_, err = pgrun.Cancel(b.Ctx, b.Pool, queued.ID, "changed my mind")
+	require.NoError(t, err)
+	j, err = pgrun.Retry(b.Ctx, b.Pool, queued.ID)
+	require.NoError(t, err)
+	require.Equal(t, pgrun.StatusQueued, j.Status)
+	require.Nil(t, j.FinishedAt)
+	require.Equal(t, "job.retried", kitLastEvent(t, b.Pool, queued.ID).Event)
+
+	r := testkit.NewRunner(b.Pool, runner.Config{Queues: map[string]runner.QueueConfig{"later": {Workers: 2}}})
+	testkit.StartRunner(t, r)
+	testkit.Eventually(t, 10*time.Second, "the redriven job succeeded", func() bool {
+		return testkit.JobStatus(t, b, queued.ID) == pgrun.StatusSucceeded
+	})
+	j, err = pgrun.GetJob(b.Ctx, b.Pool, queued.ID)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"n": 7}`, string(j.Result))
+
+	finished := testkit.Snap(t, b.Pool, queued.ID)
+	j, err = pgrun.Cancel(b.Ctx, b.Pool, queued.ID, "too late")
+	require.ErrorIs(t, err, pgrun.ErrFinished)
+	require.Equal(t, pgrun.StatusSucceeded, j.Status, "the finished job is returned as it is")
+	_, err = pgrun.Retry(b.Ctx, b.Pool, queued.ID)
+	require.ErrorIs(t, err, pgrun.ErrNotRetryable, "a succeeded job is not redriven")
+	require.Equal(t, finished, testkit.Snap(t, b.Pool, queued.ID))
 }

@@ -9,9 +9,10 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/pgrun/pgrun/internal/testkit"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/pgrun/pgrun/internal/testkit"
 )
 
 // kitBurn is a burn-down of one queue by racing SQL claimers.

@@ -1,15 +1,12 @@
 package tests
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrun/pgrun"
 	"github.com/pgrun/pgrun/internal/testkit"
-	"github.com/pgrun/pgrun/runner"
 )
 
 // A completion that queues a workflow's next node reports that node's queue in its
@@ -41,36 +38,4 @@ func TestCompletionReportsTheQueuesItReadied(t *testing.T) {
 	require.NoError(t, conn.QueryRow(b.Ctx, `select coalesce(current_setting('pgrun.readied', true), '')`).Scan(&after))
 	require.Empty(t, after, "the report ends with its transaction")
 	require.Empty(t, complete("plain"))
-}
-
-// A runner that never polls starts every node of a chain once its upstream has
-// completed: what wakes its fetchers is the completion itself (the completer, and the
-// notification), not the poll.
-func TestRunnerStartsDependentsWithoutPolling(t *testing.T) {
-	b := testkit.Setup(t)
-	testkit.DefineWorkflow(t, b, "chain", `{"nodes": [{"name": "a", "kind": "noop", "queue": "wf.one"},
-		{"name": "b", "kind": "noop", "queue": "wf.two", "deps": ["a"]},
-		{"name": "c", "kind": "noop", "queue": "wf.one", "deps": ["b"]}]}`)
-	r := testkit.NewRunner(b.Pool, runner.Config{
-		Queues:       map[string]runner.QueueConfig{"wf.one": {Workers: 4}, "wf.two": {Workers: 4}},
-		PollInterval: time.Hour,
-	})
-	testkit.StartRunner(t, r)
-	var runs []int64
-	for range 20 {
-		run, err := pgrun.StartRun(b.Ctx, b.Pool, "chain", nil, "")
-		require.NoError(t, err)
-		runs = append(runs, run.ID)
-	}
-	testkit.Eventually(t, 30*time.Second, "every run to succeed", func() bool {
-		var left int
-		require.NoError(t, b.Pool.QueryRow(context.Background(), `select count(*) from pgrun.runs
-			where id = any ($1) and status <> 'succeeded'`, runs).Scan(&left))
-		return left == 0
-	})
-	var early int
-	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.jobs d join pgrun.jobs u
-		on u.run_id = d.run_id and ((u.node = 'a' and d.node = 'b') or (u.node = 'b' and d.node = 'c'))
-		where d.run_id = any ($1) and d.started_at < u.finished_at`, runs).Scan(&early))
-	require.Zero(t, early, "a node started before its upstream finished")
 }

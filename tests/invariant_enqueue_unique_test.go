@@ -197,3 +197,31 @@ func TestPlainInsertIsAllOrNothing(t *testing.T) {
 	require.Equal(t, "23505", testkit.SQLState(err))
 	require.Equal(t, 1, testkit.Counts(t, b.Pool)["jobs"])
 }
+
+// unique_window also dedupes against a job that finished within the window; replace
+// mode updates a still-queued holder's args.
+func TestUniqueWindowAndReplace(t *testing.T) {
+	b := testkit.Setup(t)
+	first, err := pgrun.Enqueue(b.Ctx, b.Pool, "report", map[string]any{"v": 1}, pgrun.UniqueKey("daily"))
+	require.NoError(t, err)
+	replaced, err := pgrun.Enqueue(b.Ctx, b.Pool, "report", map[string]any{"v": 2}, pgrun.UniqueKey("daily"), pgrun.ReplaceDuplicate())
+	require.NoError(t, err)
+	require.Equal(t, first.ID, replaced.ID)
+	require.JSONEq(t, `{"v": 2}`, string(replaced.Args))
+	evs, err := pgrun.Events(b.Ctx, b.Pool, first.ID)
+	require.NoError(t, err)
+	require.Equal(t, "job.replaced", evs[0].Event)
+
+	id, attempt := testkit.ClaimOne(t, b.Pool, "w", "30 seconds")
+	require.Equal(t, first.ID, id)
+	_, err = b.Pool.Exec(b.Ctx, `select pgrun.complete_jobs(array[$1::bigint], array[$2::int])`, id, attempt)
+	require.NoError(t, err)
+
+	again, err := pgrun.Enqueue(b.Ctx, b.Pool, "report", nil, pgrun.UniqueKey("daily"), pgrun.UniqueWindow(time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, first.ID, again.ID, "finished within the window")
+	require.Equal(t, pgrun.StatusSucceeded, again.Status)
+	fresh, err := pgrun.Enqueue(b.Ctx, b.Pool, "report", nil, pgrun.UniqueKey("daily"))
+	require.NoError(t, err)
+	require.NotEqual(t, first.ID, fresh.ID, "without a window only active jobs dedupe")
+}

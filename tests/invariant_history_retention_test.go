@@ -6,37 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgrun/pgrun"
 	"github.com/pgrun/pgrun/internal/testkit"
 )
-
-// unique_window also dedupes against a job that finished within the window; replace
-// mode updates a still-queued holder's args.
-func TestUniqueWindowAndReplace(t *testing.T) {
-	b := testkit.Setup(t)
-	first, err := pgrun.Enqueue(b.Ctx, b.Pool, "report", map[string]any{"v": 1}, pgrun.UniqueKey("daily"))
-	require.NoError(t, err)
-	replaced, err := pgrun.Enqueue(b.Ctx, b.Pool, "report", map[string]any{"v": 2}, pgrun.UniqueKey("daily"), pgrun.ReplaceDuplicate())
-	require.NoError(t, err)
-	require.Equal(t, first.ID, replaced.ID)
-	require.JSONEq(t, `{"v": 2}`, string(replaced.Args))
-	evs, err := pgrun.Events(b.Ctx, b.Pool, first.ID)
-	require.NoError(t, err)
-	require.Equal(t, "job.replaced", evs[0].Event)
-
-	id, attempt := testkit.ClaimOne(t, b.Pool, "w", "30 seconds")
-	require.Equal(t, first.ID, id)
-	_, err = b.Pool.Exec(b.Ctx, `select pgrun.complete_jobs(array[$1::bigint], array[$2::int])`, id, attempt)
-	require.NoError(t, err)
-
-	again, err := pgrun.Enqueue(b.Ctx, b.Pool, "report", nil, pgrun.UniqueKey("daily"), pgrun.UniqueWindow(time.Hour))
-	require.NoError(t, err)
-	require.Equal(t, first.ID, again.ID, "finished within the window")
-	require.Equal(t, pgrun.StatusSucceeded, again.Status)
-	fresh, err := pgrun.Enqueue(b.Ctx, b.Pool, "report", nil, pgrun.UniqueKey("daily"))
-	require.NoError(t, err)
-	require.NotEqual(t, first.ID, fresh.ID, "without a window only active jobs dedupe")
-}
 
 // maintain() prunes finished jobs past their queue's retention with their events, in
 // bounded batches, archiving them for queues that ask; active work is kept.
@@ -80,23 +51,4 @@ func TestRetentionPrunesAndArchives(t *testing.T) {
 	var kept int
 	c.QueryRow(`select count(*) from pgrun.jobs where queue in ('coord', 'parts')`, nil, &kept)
 	require.Equal(t, 3, kept, "a waiting parent and its children are kept")
-}
-
-// Dead letters are listed per queue and kind and redriven in bulk.
-func TestDeadLettersRedriveInBulk(t *testing.T) {
-	b := testkit.Setup(t)
-	for _, spec := range []struct{ kind, queue string }{{"resize", "images"}, {"resize", "images"}, {"resize", "other"}, {"mail", "images"}} {
-		_, err := pgrun.Enqueue(b.Ctx, b.Pool, spec.kind, nil, pgrun.Queue(spec.queue), pgrun.MaxAttempts(1))
-		require.NoError(t, err)
-	}
-	for _, q := range []string{"images", "other"} {
-		_, err := b.Pool.Exec(b.Ctx, `select pgrun.fail_job(id, attempt, '{"message": "broken"}') from pgrun.claim_jobs($1, 'w', 10)`, q)
-		require.NoError(t, err)
-	}
-	require.Equal(t, 4, testkit.CountStatus(t, b, pgrun.StatusFailed))
-	var n int
-	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select pgrun.retry_jobs(queue => 'images', kind => 'resize')`).Scan(&n))
-	require.Equal(t, 2, n)
-	require.Equal(t, 2, testkit.CountStatus(t, b, pgrun.StatusQueued))
-	require.Equal(t, 2, testkit.CountStatus(t, b, pgrun.StatusFailed))
 }

@@ -4,8 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgrun/pgrun/internal/testkit"
 	"github.com/stretchr/testify/require"
+
+	"github.com/pgrun/pgrun/internal/testkit"
 )
 
 // setEpoch records a server epoch of this very server (its start time and timeline,

@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgrun/pgrun/internal/testkit"
 	"github.com/stretchr/testify/require"
+
+	"github.com/pgrun/pgrun/internal/testkit"
 )
 
 // kitMaintain runs maintain(args) on c and decodes what it did.

@@ -53,3 +53,22 @@ func TestQueueConfiguredBeforeItsFirstJobCanBePaused(t *testing.T) {
 	require.False(t, paused)
 	require.Equal(t, 1, claimCount(t, b.Pool, "fresh", "w", 10))
 }
+
+// Dead letters are listed per queue and kind and redriven in bulk.
+func TestDeadLettersRedriveInBulk(t *testing.T) {
+	b := testkit.Setup(t)
+	for _, spec := range []struct{ kind, queue string }{{"resize", "images"}, {"resize", "images"}, {"resize", "other"}, {"mail", "images"}} {
+		_, err := pgrun.Enqueue(b.Ctx, b.Pool, spec.kind, nil, pgrun.Queue(spec.queue), pgrun.MaxAttempts(1))
+		require.NoError(t, err)
+	}
+	for _, q := range []string{"images", "other"} {
+		_, err := b.Pool.Exec(b.Ctx, `select pgrun.fail_job(id, attempt, '{"message": "broken"}') from pgrun.claim_jobs($1, 'w', 10)`, q)
+		require.NoError(t, err)
+	}
+	require.Equal(t, 4, testkit.CountStatus(t, b, pgrun.StatusFailed))
+	var n int
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select pgrun.retry_jobs(queue => 'images', kind => 'resize')`).Scan(&n))
+	require.Equal(t, 2, n)
+	require.Equal(t, 2, testkit.CountStatus(t, b, pgrun.StatusQueued))
+	require.Equal(t, 2, testkit.CountStatus(t, b, pgrun.StatusFailed))
+}

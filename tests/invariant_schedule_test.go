@@ -5,8 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgrun/pgrun/internal/testkit"
 	"github.com/stretchr/testify/require"
+
+	"github.com/pgrun/pgrun/internal/testkit"
 )
 
 // cron_next is checked against explicit instants.

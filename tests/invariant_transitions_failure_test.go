@@ -1,9 +1,6 @@
 package tests
 
 import (
-	"context"
-	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -11,77 +8,7 @@ import (
 
 	"github.com/pgrun/pgrun"
 	"github.com/pgrun/pgrun/internal/testkit"
-	"github.com/pgrun/pgrun/runner"
 )
-
-// A runner never fails a job whose kind it has no handler for: claim_jobs hands out
-// only the kinds a worker handles, so the job stays queued (for a runner that does),
-// and queue_stats counts it as unhandled.
-func TestUnknownKindsStayQueued(t *testing.T) {
-	b := testkit.Setup(t)
-	r := testkit.NewRunner(b.Pool, runner.Config{})
-	testkit.StartRunner(t, r)
-	var resize int64
-	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select id from pgrun.enqueue_job('resize', '{"w": 64}')`).Scan(&resize))
-	echo, err := pgrun.Enqueue(b.Ctx, b.Pool, runner.KindEcho, map[string]any{"after": "resize"})
-	require.NoError(t, err)
-	testkit.Eventually(t, 10*time.Second, "the echo job ran", func() bool { return testkit.JobStatus(t, b, echo.ID) == pgrun.StatusSucceeded })
-	testkit.Eventually(t, 10*time.Second, "the runner advertised its kinds", func() bool {
-		var unhandled int64
-		require.NoError(t, b.Pool.QueryRow(b.Ctx, `select unhandled from pgrun.queue_stats where queue = 'default'`).Scan(&unhandled))
-		return unhandled == 1
-	})
-	j, err := pgrun.GetJob(b.Ctx, b.Pool, resize)
-	require.NoError(t, err)
-	require.Equal(t, pgrun.StatusQueued, j.Status)
-	require.Zero(t, j.Attempt, "never claimed")
-	require.Zero(t, j.Failures)
-
-	// From SQL: a worker in any language passes its kinds.
-	var none int
-	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.claim_jobs('default', 'py-worker', 10, kinds => array['echo'])`).Scan(&none))
-	require.Zero(t, none, "nothing of other kinds")
-	var got int64
-	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select id from pgrun.claim_jobs('default', 'py-worker', 10, kinds => array['resize'])`).Scan(&got))
-	require.Equal(t, resize, got)
-}
-
-// One bad report does not poison a batch: a result the server refuses (a NUL
-// character in a string) fails that job alone, for good, with class bad_result and
-// the server's reason; the other jobs of the batch complete once.
-func TestBadResultFailsOnlyItsJob(t *testing.T) {
-	b := testkit.Setup(t)
-	gate := make(chan struct{})
-	r := testkit.NewRunner(b.Pool, runner.Config{Queues: map[string]runner.QueueConfig{"default": {Workers: 30}}})
-	testkit.Handle(t, r, "result", func(ctx context.Context, j *runner.Job[struct{ Bad bool }]) (any, error) {
-		<-gate // finish together, so the completions share a batch
-		if j.Args.Bad {
-			return map[string]string{"text": "nul \x00 here"}, nil
-		}
-		return map[string]int{"ok": 1}, nil
-	})
-	testkit.StartRunner(t, r)
-	specs := make([]pgrun.JobSpec, 28)
-	for i := range specs {
-		specs[i] = pgrun.JobSpec{Kind: "result", Args: map[string]bool{"Bad": i == 13}}
-	}
-	jobs, err := pgrun.EnqueueMany(b.Ctx, b.Pool, specs)
-	require.NoError(t, err)
-	testkit.Eventually(t, 10*time.Second, "all running", func() bool { return testkit.CountStatus(t, b, pgrun.StatusRunning) == 28 })
-	close(gate)
-	testkit.Eventually(t, 15*time.Second, "all finished", func() bool {
-		return testkit.CountStatus(t, b, pgrun.StatusSucceeded)+testkit.CountStatus(t, b, pgrun.StatusFailed) == 28
-	})
-	require.Equal(t, 27, testkit.CountStatus(t, b, pgrun.StatusSucceeded))
-	bad, err := pgrun.GetJob(b.Ctx, b.Pool, jobs[13].ID)
-	require.NoError(t, err)
-	require.Equal(t, pgrun.StatusFailed, bad.Status)
-	require.Contains(t, string(bad.Error), `"class": "bad_result"`)
-	require.Contains(t, string(bad.Error), "unsupported Unicode escape sequence", "the server's own reason")
-	var attempts int
-	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select max(attempt) from pgrun.jobs`).Scan(&attempts))
-	require.Equal(t, 1, attempts, "nothing ran twice")
-}
 
 // A result over max_json_bytes fails its job (bad_result) inside complete_jobs; the
 // other jobs of the call succeed.
@@ -233,79 +160,4 @@ func TestOrphansAndInfinitiesAreRefused(t *testing.T) {
 		require.Contains(t, pe.Message+pe.ConstraintName, tc.says, tc.sql)
 	}
 	require.Equal(t, before, testkit.Counts(t, b.Pool))
-}
-
-// Worker control off is carried out by SQL: the host's running jobs of the queue are
-// requeued at once without spending an attempt, and each worker is told on
-// pgrun_cancel. A worker in any language gets it by honouring the notification.
-func TestWorkerControlOffRequeuesInSQL(t *testing.T) {
-	b := testkit.Setup(t)
-	_, err := b.Pool.Exec(b.Ctx, `select pgrun.worker_heartbeat('py-1', 'host-y', 1, array['default', 'other'])`)
-	require.NoError(t, err)
-	_, err = b.Pool.Exec(b.Ctx, `select pgrun.enqueue_job('noop'), pgrun.enqueue_job('noop', queue => 'other')`)
-	require.NoError(t, err)
-	mine := testkit.ClaimN(t, b.Pool, "default", "py-1", 1, "30 seconds")
-	other := testkit.ClaimN(t, b.Pool, "other", "py-1", 1, "30 seconds")
-	require.Len(t, mine, 1)
-	require.Len(t, other, 1)
-	l := testkit.Listen(t, b, "pgrun_cancel")
-
-	_, err = b.Pool.Exec(b.Ctx, `select pgrun.set_worker_control('host-y', 'default', 'off')`)
-	require.NoError(t, err)
-	j, err := pgrun.GetJob(b.Ctx, b.Pool, mine[0].ID)
-	require.NoError(t, err)
-	require.Equal(t, pgrun.StatusQueued, j.Status)
-	require.Zero(t, j.Failures, "no attempt spent")
-	require.Equal(t, pgrun.StatusRunning, testkit.JobStatus(t, b, other[0].ID), "other queues go on")
-	n := testkit.NextNotification(t, l, 5*time.Second)
-	require.Equal(t, kitCancelPayload(mine[0]), n.Payload)
-	var events int
-	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.job_events where job_id = $1 and event = 'job.requeued'`, mine[0].ID).Scan(&events))
-	require.Equal(t, 1, events)
-}
-
-func kitCancelPayload(c testkit.Claim) string { return fmt.Sprintf("%d:%d", c.ID, c.Attempt) }
-
-// Model affinity is a tiebreak within priority, not above it: a warm job at
-// priority 100 does not go before a cold job at priority 0; within a priority the
-// warm job goes first.
-func TestAffinityIsATiebreakWithinPriority(t *testing.T) {
-	b := testkit.Setup(t)
-	var coldUrgent, warmLate, coldLate, warmLate2 int64
-	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select id from pgrun.enqueue_job('embed', queue => 'gpu', priority => 100, model => 'm1')`).Scan(&warmLate))
-	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select id from pgrun.enqueue_job('embed', queue => 'gpu', priority => 0)`).Scan(&coldUrgent))
-	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select id from pgrun.enqueue_job('embed', queue => 'gpu', priority => 100)`).Scan(&coldLate))
-	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select id from pgrun.enqueue_job('embed', queue => 'gpu', priority => 100, model => 'm1')`).Scan(&warmLate2))
-	claim := func() int64 {
-		var id int64
-		require.NoError(t, b.Pool.QueryRow(b.Ctx, `select id from pgrun.claim_jobs('gpu', 'g', 1, null, array['m1'])`).Scan(&id))
-		return id
-	}
-	require.Equal(t, coldUrgent, claim(), "priority first")
-	require.Equal(t, warmLate, claim(), "then warm within priority 100")
-	require.Equal(t, warmLate2, claim(), "warm before the earlier cold one")
-	require.Equal(t, coldLate, claim())
-}
-
-// runner.Config is validated by runner.New, with one readable error naming the field.
-func TestRunnerConfigIsValidated(t *testing.T) {
-	b := testkit.Setup(t)
-	for _, tc := range []struct {
-		cfg  runner.Config
-		says string
-	}{
-		{runner.Config{Lease: time.Nanosecond}, "lease 1ns is too short"},
-		{runner.Config{Lease: -time.Second}, "lease -1s is too short"},
-		{runner.Config{ShutdownGrace: -5 * time.Second}, "shutdown grace -5s is negative"},
-		{runner.Config{WorkerID: strings.Repeat("w", 3000)}, "worker id is 3000 characters"},
-		{runner.Config{Queues: map[string]runner.QueueConfig{"default": {Workers: 1 << 40}}}, "workers 1099511627776 is not valid"},
-		{runner.Config{PollInterval: time.Microsecond}, "poll interval 1µs is too short"},
-	} {
-		if tc.cfg.Queues == nil {
-			tc.cfg.Queues = map[string]runner.QueueConfig{"default": {Workers: 8}}
-		}
-		_, err := runner.New(b.Pool, tc.cfg)
-		require.ErrorContains(t, err, tc.says)
-		require.NotContains(t, err.Error(), "\n")
-	}
 }

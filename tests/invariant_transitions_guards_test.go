@@ -5,8 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgrun/pgrun/internal/testkit"
 	"github.com/stretchr/testify/require"
+
+	"github.com/pgrun/pgrun/internal/testkit"
 )
 
 // kitTransitions are the worker-side reports, each called with $1 id and $2 attempt

@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -102,3 +103,34 @@ func TestWorkerControlDrainOffOn(t *testing.T) {
 	_, err = b.Pool.Exec(b.Ctx, `select pgrun.set_worker_control('host-x', 'default', 'sideways')`)
 	require.Equal(t, "22023", testkit.SQLState(err))
 }
+
+// Worker control off is carried out by SQL: the host's running jobs of the queue are
+// requeued at once without spending an attempt, and each worker is told on
+// pgrun_cancel. A worker in any language gets it by honouring the notification.
+func TestWorkerControlOffRequeuesInSQL(t *testing.T) {
+	b := testkit.Setup(t)
+	_, err := b.Pool.Exec(b.Ctx, `select pgrun.worker_heartbeat('py-1', 'host-y', 1, array['default', 'other'])`)
+	require.NoError(t, err)
+	_, err = b.Pool.Exec(b.Ctx, `select pgrun.enqueue_job('noop'), pgrun.enqueue_job('noop', queue => 'other')`)
+	require.NoError(t, err)
+	mine := testkit.ClaimN(t, b.Pool, "default", "py-1", 1, "30 seconds")
+	other := testkit.ClaimN(t, b.Pool, "other", "py-1", 1, "30 seconds")
+	require.Len(t, mine, 1)
+	require.Len(t, other, 1)
+	l := testkit.Listen(t, b, "pgrun_cancel")
+
+	_, err = b.Pool.Exec(b.Ctx, `select pgrun.set_worker_control('host-y', 'default', 'off')`)
+	require.NoError(t, err)
+	j, err := pgrun.GetJob(b.Ctx, b.Pool, mine[0].ID)
+	require.NoError(t, err)
+	require.Equal(t, pgrun.StatusQueued, j.Status)
+	require.Zero(t, j.Failures, "no attempt spent")
+	require.Equal(t, pgrun.StatusRunning, testkit.JobStatus(t, b, other[0].ID), "other queues go on")
+	n := testkit.NextNotification(t, l, 5*time.Second)
+	require.Equal(t, kitCancelPayload(mine[0]), n.Payload)
+	var events int
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.job_events where job_id = $1 and event = 'job.requeued'`, mine[0].ID).Scan(&events))
+	require.Equal(t, 1, events)
+}
+
+func kitCancelPayload(c testkit.Claim) string { return fmt.Sprintf("%d:%d", c.ID, c.Attempt) }

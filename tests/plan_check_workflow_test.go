@@ -5,8 +5,9 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/pgrun/pgrun/internal/testkit"
 	"github.com/stretchr/testify/require"
+
+	"github.com/pgrun/pgrun/internal/testkit"
 )
 
 // The dispatch of finished workflow jobs keeps its index plans on a table of

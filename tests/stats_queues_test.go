@@ -3,8 +3,9 @@ package tests
 import (
 	"testing"
 
-	"github.com/pgrun/pgrun/internal/testkit"
 	"github.com/stretchr/testify/require"
+
+	"github.com/pgrun/pgrun/internal/testkit"
 )
 
 // queue_stats counts exactly up to stats_exact_limit() and says when a number is an

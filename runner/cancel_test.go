@@ -1,8 +1,10 @@
-package tests
+package runner_test
 
 import (
 	"context"
+	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -111,4 +113,109 @@ func TestRedrivenJobRunsOnARunnerThatHeardItsStop(t *testing.T) {
 			require.Equal(t, []int{2}, attempts)
 		})
 	}
+}
+
+// Cancelling a running job cancels its handler's context within a second, with cause
+// ErrJobCancelled, and the late return of the handler is ignored.
+func TestCancelRunningJobCancelsHandlerWithinASecond(t *testing.T) {
+	b := testkit.Setup(t)
+	started := make(chan struct{})
+	var cause atomic.Value
+	var cancelledAt atomic.Int64
+	r := testkit.NewRunner(b.Pool, runner.Config{})
+	testkit.Handle(t, r, "blocker", func(ctx context.Context, _ *runner.Job[struct{}]) (any, error) {
+		close(started)
+		<-ctx.Done()
+		cancelledAt.Store(time.Now().UnixNano())
+		cause.Store(context.Cause(ctx))
+		return "late result", nil // must be ignored
+	})
+	testkit.StartRunner(t, r)
+	job, err := pgrun.Enqueue(b.Ctx, b.Pool, "blocker", nil)
+	require.NoError(t, err)
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("handler did not start")
+	}
+	at := time.Now()
+	_, err = pgrun.Cancel(b.Ctx, b.Pool, job.ID, "operator")
+	require.NoError(t, err)
+	testkit.Eventually(t, time.Second, "handler context cancelled", func() bool { return cancelledAt.Load() != 0 })
+	t.Logf("cancel reached the handler after %s", time.Unix(0, cancelledAt.Load()).Sub(at))
+	require.True(t, errors.Is(cause.Load().(error), runner.ErrJobCancelled), "cause %v", cause.Load())
+
+	// Give the runner every chance to (wrongly) report the late result.
+	r2 := testkit.NewRunner(b.Pool, runner.Config{WorkerID: "probe"})
+	testkit.StartRunner(t, r2)
+	probe, err := pgrun.Enqueue(b.Ctx, b.Pool, "noop", nil)
+	require.NoError(t, err)
+	testkit.Eventually(t, 10*time.Second, "probe job done", func() bool { return testkit.JobStatus(t, b, probe.ID) == pgrun.StatusSucceeded })
+	j, err := pgrun.GetJob(b.Ctx, b.Pool, job.ID)
+	require.NoError(t, err)
+	require.Equal(t, pgrun.StatusCancelled, j.Status)
+	require.Nil(t, j.Result)
+}
+
+// A running handler's context is cancelled within a second of pgrun.Cancel, with
+// cause runner.ErrJobCancelled, and whatever the handler returns afterwards (a result
+// or an error) is ignored: the job stays cancelled with no result, no failure and no
+// requeue, even after the runner has stopped and flushed everything.
+func TestCancelStopsRunningHandlersAndIgnoresWhatTheyReturn(t *testing.T) {
+	b := testkit.Setup(t)
+	type stopped struct {
+		cause error
+		at    time.Time
+	}
+	started := make(chan int64, 2)
+	causes := make(chan stopped, 2)
+	r := testkit.NewRunner(b.Pool, runner.Config{})
+	block := func(ret func(ctx context.Context) (any, error)) func(context.Context, *runner.Job[struct{}]) (any, error) {
+		return func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
+			started <- j.ID
+			<-ctx.Done()
+			causes <- stopped{context.Cause(ctx), time.Now()}
+			return ret(ctx)
+		}
+	}
+	testkit.Handle(t, r, "returns-result", block(func(context.Context) (any, error) { return "late result", nil }))
+	testkit.Handle(t, r, "returns-error", block(func(ctx context.Context) (any, error) { return nil, ctx.Err() }))
+	stop := testkit.StartRunner(t, r)
+
+	for _, kind := range []string{"returns-result", "returns-error"} {
+		job, err := pgrun.Enqueue(b.Ctx, b.Pool, kind, nil)
+		require.NoError(t, err)
+		select {
+		case id := <-started:
+			require.Equal(t, job.ID, id)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: handler did not start", kind)
+		}
+		asked := time.Now()
+		_, err = pgrun.Cancel(b.Ctx, b.Pool, job.ID, "operator")
+		require.NoError(t, err)
+		var got stopped
+		testkit.Eventually(t, time.Second, kind+": handler context cancelled", func() bool {
+			select {
+			case got = <-causes:
+				return true
+			default:
+				return false
+			}
+		})
+		t.Logf("%s: cancel reached the handler after %s", kind, got.at.Sub(asked))
+		require.Less(t, got.at.Sub(asked), time.Second)
+		require.Truef(t, errors.Is(got.cause, runner.ErrJobCancelled), "%s: cause %v", kind, got.cause)
+	}
+	stop() // waits for Run to return: every outcome has been reported by now
+
+	var cancelled, results, failures, others int
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) filter (where status = 'cancelled'),
+		count(result), sum(failures),
+		(select count(*) from pgrun.job_events e where e.event <> 'job.cancelled')
+		from pgrun.jobs`).Scan(&cancelled, &results, &failures, &others))
+	require.Equal(t, 2, cancelled, "both jobs stay cancelled")
+	require.Zero(t, results, "a late result was recorded")
+	require.Zero(t, failures, "a late error was counted as a failure")
+	require.Zero(t, others, "a late outcome wrote an event (failed, requeued...)")
 }

@@ -1,4 +1,4 @@
-package tests
+package runner_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package tests
+package runner_test
 
 import (
 	"context"
@@ -107,4 +107,41 @@ func TestRunnerMiddlewareWrapsHandlers(t *testing.T) {
 	testkit.StartRunner(t, r)
 	testkit.Eventually(t, 10*time.Second, "job succeeded", func() bool { return testkit.JobStatus(t, b, j.ID) == pgrun.StatusSucceeded })
 	require.Equal(t, "tenant-ctxcheck", seen.Load())
+}
+
+// Progress and events reported by a handler show in the row, active_jobs and the
+// audit log.
+func TestHandlerProgressAndEvents(t *testing.T) {
+	b := testkit.Setup(t)
+	release := make(chan struct{})
+	r := testkit.NewRunner(b.Pool, runner.Config{})
+	testkit.Handle(t, r, "batch", func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
+		if err := j.Progress(ctx, 45, 100); err != nil {
+			return nil, err
+		}
+		if err := j.Emit(ctx, "batch.half", map[string]any{"rows": 45}); err != nil {
+			return nil, err
+		}
+		<-release
+		return nil, j.Progress(ctx, 100, 0)
+	})
+	testkit.StartRunner(t, r)
+	job, err := pgrun.Enqueue(b.Ctx, b.Pool, "batch", nil)
+	require.NoError(t, err)
+	testkit.Eventually(t, 10*time.Second, "progress visible in active_jobs", func() bool {
+		var pct *float64
+		err := b.Pool.QueryRow(b.Ctx, `select progress_pct from pgrun.active_jobs where id = $1`, job.ID).Scan(&pct)
+		return err == nil && pct != nil && *pct == 45
+	})
+	close(release)
+	testkit.Eventually(t, 10*time.Second, "job succeeded", func() bool { return testkit.JobStatus(t, b, job.ID) == pgrun.StatusSucceeded })
+	j, err := pgrun.GetJob(b.Ctx, b.Pool, job.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 100, j.ProgressCurrent)
+	require.EqualValues(t, 100, *j.ProgressTotal)
+	evs, err := pgrun.Events(b.Ctx, b.Pool, job.ID)
+	require.NoError(t, err)
+	require.Len(t, evs, 1)
+	require.Equal(t, "batch.half", evs[0].Event)
+	require.JSONEq(t, `{"rows": 45}`, string(evs[0].Fields))
 }
