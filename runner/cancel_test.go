@@ -64,7 +64,7 @@ func TestRedrivenJobRunsOnARunnerThatHeardItsStop(t *testing.T) {
 			require.NoError(t, err)
 			defer tx.Rollback(b.Ctx)
 			if how == "timeout_then_retry" {
-				_, err = tx.Exec(b.Ctx, `select set_config('pgrun.now', (now() - interval '2 minutes')::text, true)`)
+				err = testkit.NewClock(time.Now().Add(-2*time.Minute)).PinTx(b.Ctx, tx)
 				require.NoError(t, err)
 			}
 			var id int64

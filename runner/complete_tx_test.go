@@ -1,12 +1,10 @@
 package runner_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,78 +13,32 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrun/pgrun"
-	"github.com/pgrun/pgrun/internal/testdb"
+	"github.com/pgrun/pgrun/internal/testkit"
 	"github.com/pgrun/pgrun/runner"
 )
-
-// logBuffer collects a runner's log lines; safe for concurrent writes.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
 
 // txBundle is a database with a table of the handler's own writes, and a runner on
 // it whose logs are kept.
 type txBundle struct {
-	ctx  context.Context
-	pool *pgxpool.Pool
+	*testkit.DB
 	r    *runner.Runner
-	logs *logBuffer
+	logs *testkit.Buffer
 }
 
 func setupTx(t *testing.T) *txBundle {
 	t.Helper()
-	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	pool := testdb.Pool(t)
-	_, err := pool.Exec(ctx, `create table thumbnails (job_id bigint primary key)`)
+	db := testkit.Setup(t)
+	_, err := db.Pool.Exec(db.Ctx, `create table thumbnails (job_id bigint primary key)`)
 	require.NoError(t, err)
-	logs := &logBuffer{}
-	r, err := runner.New(pool, runner.Config{
+	logs := &testkit.Buffer{}
+	r, err := runner.New(db.Pool, runner.Config{
 		Queues:        map[string]runner.QueueConfig{"default": {Workers: 2}},
 		Logger:        slog.New(slog.NewTextHandler(logs, nil)),
 		ShutdownGrace: time.Second,
 		Lease:         time.Second, // renewed every third of a second
 	})
 	require.NoError(t, err)
-	return &txBundle{ctx: ctx, pool: pool, r: r, logs: logs}
-}
-
-// run starts the runner; it is stopped, and Run's error checked, at test end.
-func (b *txBundle) run(t *testing.T) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- b.r.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-	})
-}
-
-// waitFor polls cond every 10 ms until it holds or the deadline passes.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	return &txBundle{DB: db, r: r, logs: logs}
 }
 
 // thumbnail is the handler of the tests below: in one transaction it records a row
@@ -134,24 +86,25 @@ func thumbnail(pool *pgxpool.Pool, commit bool, stopped *atomic.Value) func(cont
 // nextHeartbeat waits for the runner's heartbeat (sent with each lease renewal) to be
 // newer than since, and returns its time.
 func nextHeartbeat(ctx context.Context, pool *pgxpool.Pool, since time.Time) (time.Time, error) {
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-		var last *time.Time
-		if err := pool.QueryRow(ctx, `select max(last_seen) from pgrun.workers`).Scan(&last); err != nil {
-			return since, err
-		}
-		if last != nil && last.After(since) {
-			return *last, nil
-		}
-		time.Sleep(10 * time.Millisecond)
+	var last *time.Time
+	var err error
+	if !testkit.Poll(10*time.Second, func() bool {
+		err = pool.QueryRow(ctx, `select max(last_seen) from pgrun.workers`).Scan(&last)
+		return err != nil || (last != nil && last.After(since))
+	}) {
+		return since, errors.New("no heartbeat within 10 s")
 	}
-	return since, errors.New("no heartbeat within 10 s")
+	if err != nil {
+		return since, err
+	}
+	return *last, nil
 }
 
 // thumbnails counts the handler's rows for job id.
 func (b *txBundle) thumbnails(t *testing.T, id int64) int {
 	t.Helper()
 	var n int
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select count(*) from thumbnails where job_id = $1`, id).Scan(&n))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from thumbnails where job_id = $1`, id).Scan(&n))
 	return n
 }
 
@@ -164,15 +117,15 @@ func (b *txBundle) thumbnails(t *testing.T, id int64) int {
 func TestCompleteTxCommitsTheHandlersWritesWithTheCompletion(t *testing.T) {
 	b := setupTx(t)
 	var stopped atomic.Value
-	require.NoError(t, runner.Handle(b.r, "thumbnail", thumbnail(b.pool, true, &stopped)))
-	job, err := pgrun.Enqueue(b.ctx, b.pool, "thumbnail", nil)
+	require.NoError(t, runner.Handle(b.r, "thumbnail", thumbnail(b.Pool, true, &stopped)))
+	job, err := pgrun.Enqueue(b.Ctx, b.Pool, "thumbnail", nil)
 	require.NoError(t, err)
-	b.run(t)
+	testkit.StartRunner(t, b.r)
 
-	waitFor(t, 20*time.Second, "the handler to return", func() bool { return stopped.Load() != nil })
+	testkit.Eventually(t, 20*time.Second, "the handler to return", func() bool { return stopped.Load() != nil })
 	require.Equal(t, false, stopped.Load(), "the handler's context was cancelled after its commit")
-	waitFor(t, 20*time.Second, "the runner to report the job", func() bool { return b.r.Stats().Completed == 1 })
-	j, err := pgrun.GetJob(b.ctx, b.pool, job.ID)
+	testkit.Eventually(t, 20*time.Second, "the runner to report the job", func() bool { return b.r.Stats().Completed == 1 })
+	j, err := pgrun.GetJob(b.Ctx, b.Pool, job.ID)
 	require.NoError(t, err)
 	require.Equal(t, pgrun.StatusSucceeded, j.Status)
 	require.JSONEq(t, `"from the transaction"`, string(j.Result), "the runner's report after the commit finished nothing")
@@ -188,17 +141,17 @@ func TestCompleteTxCommitsTheHandlersWritesWithTheCompletion(t *testing.T) {
 // completes the job itself, with the handler's result.
 func TestCompleteTxRolledBackLeavesTheJobToTheRunner(t *testing.T) {
 	b := setupTx(t)
-	require.NoError(t, runner.Handle(b.r, "thumbnail", thumbnail(b.pool, false, nil)))
-	job, err := pgrun.Enqueue(b.ctx, b.pool, "thumbnail", nil)
+	require.NoError(t, runner.Handle(b.r, "thumbnail", thumbnail(b.Pool, false, nil)))
+	job, err := pgrun.Enqueue(b.Ctx, b.Pool, "thumbnail", nil)
 	require.NoError(t, err)
-	b.run(t)
+	testkit.StartRunner(t, b.r)
 
-	waitFor(t, 20*time.Second, "the job to succeed", func() bool {
-		j, err := pgrun.GetJob(b.ctx, b.pool, job.ID)
+	testkit.Eventually(t, 20*time.Second, "the job to succeed", func() bool {
+		j, err := pgrun.GetJob(b.Ctx, b.Pool, job.ID)
 		require.NoError(t, err)
 		return j.Status == pgrun.StatusSucceeded
 	})
-	j, err := pgrun.GetJob(b.ctx, b.pool, job.ID)
+	j, err := pgrun.GetJob(b.Ctx, b.Pool, job.ID)
 	require.NoError(t, err)
 	require.JSONEq(t, `"from the handler"`, string(j.Result), "the rolled-back completion left no trace")
 	require.Equal(t, 1, j.Attempt)
@@ -210,16 +163,16 @@ func TestCompleteTxRolledBackLeavesTheJobToTheRunner(t *testing.T) {
 // was never claimed), with ErrLeaseLost, so that the handler rolls its writes back.
 func TestCompleteTxRefusesAJobNotRunningUnderItsClaim(t *testing.T) {
 	b := setupTx(t)
-	job, err := pgrun.Enqueue(b.ctx, b.pool, "thumbnail", nil)
+	job, err := pgrun.Enqueue(b.Ctx, b.Pool, "thumbnail", nil)
 	require.NoError(t, err)
-	tx, err := b.pool.Begin(b.ctx)
+	tx, err := b.Pool.Begin(b.Ctx)
 	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(b.ctx) }()
-	err = runner.CompleteTx(b.ctx, tx, job, nil)
+	defer func() { _ = tx.Rollback(b.Ctx) }()
+	err = runner.CompleteTx(b.Ctx, tx, job, nil)
 	require.True(t, errors.Is(err, runner.ErrLeaseLost), "CompleteTx returned %v", err)
 	require.True(t, strings.HasPrefix(err.Error(), "complete job "), err.Error())
-	require.NoError(t, tx.Rollback(b.ctx))
-	j, err := pgrun.GetJob(b.ctx, b.pool, job.ID)
+	require.NoError(t, tx.Rollback(b.Ctx))
+	j, err := pgrun.GetJob(b.Ctx, b.Pool, job.ID)
 	require.NoError(t, err)
 	require.Equal(t, pgrun.StatusQueued, j.Status)
 }

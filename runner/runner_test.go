@@ -86,15 +86,15 @@ func TestHandleArgsRunsTheKindTheArgsName(t *testing.T) {
 		return map[string]int{"w": j.Args.W * 2}, nil
 	}))
 	args := resizeArgs{W: 21}
-	job, err := pgrun.Enqueue(b.ctx, b.pool, args.Kind(), args)
+	job, err := pgrun.Enqueue(b.Ctx, b.Pool, args.Kind(), args)
 	require.NoError(t, err)
-	b.run(t)
-	waitFor(t, 20*time.Second, "the job to succeed", func() bool {
-		j, err := pgrun.GetJob(b.ctx, b.pool, job.ID)
+	testkit.StartRunner(t, b.r)
+	testkit.Eventually(t, 20*time.Second, "the job to succeed", func() bool {
+		j, err := pgrun.GetJob(b.Ctx, b.Pool, job.ID)
 		require.NoError(t, err)
 		return j.Status == pgrun.StatusSucceeded
 	})
-	j, err := pgrun.GetJob(b.ctx, b.pool, job.ID)
+	j, err := pgrun.GetJob(b.Ctx, b.Pool, job.ID)
 	require.NoError(t, err)
 	require.JSONEq(t, `{"w": 42}`, string(j.Result))
 }

@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrun/pgrun"
@@ -195,12 +194,7 @@ func TestClientMaintain(t *testing.T) {
 	require.Len(t, claimed, 1)
 
 	// A client whose sessions read the clock two minutes on (the test clock seam).
-	cfg, err := pgxpool.ParseConfig(b.URL)
-	require.NoError(t, err)
-	cfg.ConnConfig.RuntimeParams["pgrun.now"] = time.Now().Add(2 * time.Minute).Format(time.RFC3339Nano)
-	later, err := pgxpool.NewWithConfig(b.Ctx, cfg)
-	require.NoError(t, err)
-	defer later.Close()
+	later := testkit.PinClock(t, b, time.Now().Add(2*time.Minute)).Pool()
 	lc, err := pgrun.NewClient(later, pgrun.Config{})
 	require.NoError(t, err)
 

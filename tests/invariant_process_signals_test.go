@@ -2,7 +2,6 @@ package tests
 
 import (
 	"context"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,20 +14,7 @@ import (
 	"github.com/pgrun/pgrun/runner"
 )
 
-// startWorker starts `runner work` against the test's database.
-func startWorker(t *testing.T, b *testkit.DB, args ...string) *testkit.Proc {
-	t.Helper()
-	return startWorkerURL(t, b.URL, args...)
-}
-
-// startWorkerURL starts `runner work` against the database at dbURL, with the example
-// handlers the tests' jobs use (--examples).
-func startWorkerURL(t *testing.T, dbURL string, args ...string) *testkit.Proc {
-	t.Helper()
-	return testkit.StartProc(t, "runner", exec.Command(runnerBin, append([]string{"work", "--examples", "--database-url", dbURL}, args...)...))
-}
-
-// runningBy counts jobs running under worker ids that start with prefix.
+// runningBy counts the jobs of ids that are running.
 func runningBy(t *testing.T, b *testkit.DB, ids []int64) int {
 	t.Helper()
 	var n int
@@ -37,6 +23,7 @@ func runningBy(t *testing.T, b *testkit.DB, ids []int64) int {
 	return n
 }
 
+// enqueueSleeps enqueues n sleep jobs of ms milliseconds each and returns their ids.
 func enqueueSleeps(t *testing.T, b *testkit.DB, n int, ms int64) []int64 {
 	t.Helper()
 	specs := make([]pgrun.JobSpec, n)

@@ -63,6 +63,7 @@ func TestScheduleFiresEachSlotOnce(t *testing.T) {
 	require.Equal(t, testkit.At("2030-01-01T10:01:00Z"), next.UTC())
 
 	// Eight concurrent maintainers at 10:01:05.
+	c.Set(testkit.At("2030-01-01T10:01:05Z"))
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Add(1)
@@ -80,7 +81,7 @@ func TestScheduleFiresEachSlotOnce(t *testing.T) {
 				return
 			}
 			defer tx.Rollback(b.Ctx)
-			if _, err := tx.Exec(b.Ctx, `select set_config('pgrun.now', '2030-01-01T10:01:05Z', true)`); err != nil {
+			if err := c.PinTx(b.Ctx, tx); err != nil {
 				t.Error(err)
 				return
 			}
