@@ -2,6 +2,7 @@ package runner_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +16,12 @@ import (
 // The runner resumes its claims after the last key it claimed, and a notification
 // naming a lower key makes it scan from the start: a job enqueued while a backlog
 // burns down, sorting before the runner's key, starts before the backlog is done.
+//
+// The backlog must still be there when the early job is enqueued, however the
+// machine schedules the test: past its first hundred jobs the backlog waits at a gate
+// that opens once the early job is in. And the runner must be listening by then, so
+// that what brings it back is the notification (or, if its listener connects later,
+// the listener's scan from the start on connecting).
 func TestRunnerFindsJobsEnqueuedBelowItsKey(t *testing.T) {
 	b := testkit.Setup(t)
 	specs := make([]pgrun.JobSpec, 5000)
@@ -24,9 +31,26 @@ func TestRunnerFindsJobsEnqueuedBelowItsKey(t *testing.T) {
 	_, err := pgrun.EnqueueMany(b.Ctx, b.Pool, specs)
 	require.NoError(t, err)
 
-	r := testkit.NewRunner(b.Pool, runner.Config{Queues: map[string]runner.QueueConfig{"resume": {Workers: 4}},
-		PollInterval: time.Hour}) // no poll: only the notification can bring the runner back
+	var probeClaims atomic.Int32
+	r := testkit.NewRunner(b.Pool, runner.Config{
+		Queues:       map[string]runner.QueueConfig{"resume": {Workers: 4}, "probe": {Workers: 1}},
+		PollInterval: time.Hour, // no poll: only the notification can bring the runner back
+		Hooks: []runner.Hooks{{OnClaim: func(e runner.ClaimEvent) {
+			if e.Queue == "probe" {
+				probeClaims.Add(1)
+			}
+		}}},
+	})
+	gate := make(chan struct{}) // closed once the early job is enqueued
+	var ran atomic.Int32
 	testkit.Handle(t, r, "slowish", func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
+		if ran.Add(1) > 100 {
+			select {
+			case <-gate:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
 		// A little work per job, so that the backlog lasts a while.
 		deadline := time.Now().Add(time.Millisecond)
 		for time.Now().Before(deadline) {
@@ -34,6 +58,7 @@ func TestRunnerFindsJobsEnqueuedBelowItsKey(t *testing.T) {
 		return nil, nil
 	})
 	testkit.StartRunner(t, r)
+	listening(t, b, &probeClaims)
 	testkit.Eventually(t, 30*time.Second, "the runner to be into the backlog", func() bool {
 		return testkit.CountStatus(t, b, pgrun.StatusSucceeded) >= 100
 	})
@@ -41,6 +66,7 @@ func TestRunnerFindsJobsEnqueuedBelowItsKey(t *testing.T) {
 	early, err := pgrun.Enqueue(b.Ctx, b.Pool, "slowish", nil, pgrun.Queue("resume"), pgrun.Priority(1),
 		pgrun.RunAt(time.Now().Add(-time.Hour)))
 	require.NoError(t, err)
+	close(gate)
 	testkit.Eventually(t, 30*time.Second, "the early job to finish", func() bool {
 		return testkit.JobStatus(t, b, early.ID) == pgrun.StatusSucceeded
 	})
@@ -48,4 +74,19 @@ func TestRunnerFindsJobsEnqueuedBelowItsKey(t *testing.T) {
 	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.jobs b, pgrun.jobs e
 		where e.id = $1 and b.queue = 'resume' and b.id <> e.id and b.started_at > e.started_at`, early.ID).Scan(&queuedWhenItStarted))
 	require.Greater(t, queuedWhenItStarted, 0, "the early job waited for the whole backlog")
+}
+
+// listening waits until a runner that never polls has LISTENed on pgrun_jobs: it
+// serves queue probe, whose claims probeClaims counts (runner.Hooks.OnClaim). Once
+// the probe fetcher's first claim has come back (empty) it claims again only when
+// woken, by a notification or by its listener connecting, so a job enqueued in probe
+// after that claim runs only once the runner listens.
+func listening(t *testing.T, b *testkit.DB, probeClaims *atomic.Int32) {
+	t.Helper()
+	testkit.Eventually(t, 30*time.Second, "the probe queue's first claim", func() bool { return probeClaims.Load() > 0 })
+	probe, err := pgrun.Enqueue(b.Ctx, b.Pool, runner.KindNoop, nil, pgrun.Queue("probe"))
+	require.NoError(t, err)
+	testkit.Eventually(t, 30*time.Second, "the runner to listen (its probe job to run)", func() bool {
+		return testkit.JobStatus(t, b, probe.ID) == pgrun.StatusSucceeded
+	})
 }
