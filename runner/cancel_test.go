@@ -123,7 +123,7 @@ func TestCancelRunningJobCancelsHandlerWithinASecond(t *testing.T) {
 	var cause atomic.Value
 	var cancelledAt atomic.Int64
 	r := testkit.NewRunner(b.Pool, runner.Config{Lease: time.Hour}) // no renewal: only the notification stops it
-	hearsCancels := cancelProbe(t, b, r)
+	hearsCancels := testkit.CancelProbe(t, b, r)
 	testkit.Handle(t, r, "blocker", func(ctx context.Context, _ *runner.Job[struct{}]) (any, error) {
 		close(started)
 		<-ctx.Done()
@@ -172,7 +172,7 @@ func TestCancelStopsRunningHandlersAndIgnoresWhatTheyReturn(t *testing.T) {
 	started := make(chan int64, 2)
 	causes := make(chan stopped, 2)
 	r := testkit.NewRunner(b.Pool, runner.Config{Lease: time.Hour}) // no renewal: only the notification stops them
-	hearsCancels := cancelProbe(t, b, r)
+	hearsCancels := testkit.CancelProbe(t, b, r)
 	block := func(ret func(ctx context.Context) (any, error)) func(context.Context, *runner.Job[struct{}]) (any, error) {
 		return func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
 			started <- j.ID
@@ -222,45 +222,4 @@ func TestCancelStopsRunningHandlersAndIgnoresWhatTheyReturn(t *testing.T) {
 	require.Zero(t, results, "a late result was recorded")
 	require.Zero(t, failures, "a late error was counted as a failure")
 	require.Zero(t, others, "a late outcome wrote an event (failed, requeued...)")
-}
-
-// cancelProbe registers kind cancel-probe on r and returns hearsCancels, which waits,
-// once r runs, until r hears cancel notifications. Run connects its listener
-// alongside its first claims, so a job can start before the runner can hear that it
-// was cancelled (lease renewal would stop it, much later): a test that times how soon
-// a cancel reaches a handler waits for this first. hearsCancels runs a probe job,
-// cancels it, and repeats the notification until the probe's handler is stopped.
-// With a lease of an hour, nothing else can stop it within the test.
-func cancelProbe(t *testing.T, b *testkit.DB, r *runner.Runner) (hearsCancels func()) {
-	t.Helper()
-	started := make(chan struct{}, 1)
-	stopped := make(chan struct{}, 1)
-	testkit.Handle(t, r, "cancel-probe", func(ctx context.Context, _ *runner.Job[struct{}]) (any, error) {
-		started <- struct{}{}
-		<-ctx.Done()
-		stopped <- struct{}{}
-		return nil, ctx.Err()
-	})
-	return func() {
-		t.Helper()
-		probe, err := pgrun.Enqueue(b.Ctx, b.Pool, "cancel-probe", nil)
-		require.NoError(t, err)
-		select {
-		case <-started:
-		case <-time.After(10 * time.Second):
-			t.Fatal("the cancel probe did not start")
-		}
-		_, err = pgrun.Cancel(b.Ctx, b.Pool, probe.ID, "probe")
-		require.NoError(t, err)
-		testkit.Eventually(t, 30*time.Second, "the runner to hear cancel notifications", func() bool {
-			select {
-			case <-stopped:
-				return true
-			default:
-			}
-			_, err := b.Pool.Exec(b.Ctx, `select pg_notify('pgrun_cancel', $1::bigint::text)`, probe.ID)
-			require.NoError(t, err)
-			return false
-		})
-	}
 }

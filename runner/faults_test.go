@@ -138,9 +138,9 @@ func TestRunnerSurvivesKilledConnections(t *testing.T) {
 // where the attempt number cannot.
 func TestCancelHintForAnotherClaimStopsTheHandler(t *testing.T) {
 	b := testkit.Setup(t)
-	j, cause := runLongJob(t, b, 30*time.Second)
+	j, cause := runLongJob(t, b, time.Hour)
 	require.False(t, j.ClaimID.IsZero())
-	// The same worker and attempt, another claim; renewal is ten seconds away.
+	// The same worker and attempt, another claim; no renewal comes within the test.
 	_, err := b.Pool.Exec(b.Ctx, `update pgrun.jobs set claim_id = gen_random_uuid() where id = $1`, j.ID)
 	require.NoError(t, err)
 	_, err = b.Pool.Exec(b.Ctx, `select pg_notify('pgrun_cancel', $1::bigint || ':' || $2::int)`, j.ID, j.Attempt)
@@ -151,12 +151,14 @@ func TestCancelHintForAnotherClaimStopsTheHandler(t *testing.T) {
 
 // runLongJob starts a runner (worker id "mine", the given lease, no maintenance) whose
 // one "long" job runs until its context is cancelled, and returns the job once it
-// runs, and where the cancellation's cause is stored.
+// runs, and where the cancellation's cause is stored. The job is enqueued once the
+// runner hears cancel notifications (testkit.CancelProbe).
 func runLongJob(t *testing.T, b *testkit.DB, lease time.Duration) (*pgrun.Job, *atomic.Value) {
 	t.Helper()
 	started := make(chan *pgrun.Job, 1)
 	cause := new(atomic.Value)
 	r := testkit.NewRunner(b.Pool, runner.Config{WorkerID: "mine", Lease: lease, MaintenanceInterval: -1})
+	hearsCancels := testkit.CancelProbe(t, b, r)
 	testkit.Handle(t, r, "long", func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
 		started <- j.Job
 		<-ctx.Done()
@@ -164,6 +166,7 @@ func runLongJob(t *testing.T, b *testkit.DB, lease time.Duration) (*pgrun.Job, *
 		return nil, ctx.Err()
 	})
 	testkit.StartRunner(t, r)
+	hearsCancels()
 	_, err := pgrun.Enqueue(b.Ctx, b.Pool, "long", nil)
 	require.NoError(t, err)
 	return <-started, cause

@@ -53,6 +53,7 @@ func TestWorkerControlDrainOffOn(t *testing.T) {
 	release := make(chan struct{})
 	var cancelled atomic.Value
 	r := testkit.NewRunner(b.Pool, runner.Config{Host: "host-x", WorkerID: "wx"})
+	hearsCancels := testkit.CancelProbe(t, b, r)
 	testkit.Handle(t, r, "hold", func(ctx context.Context, j *runner.Job[struct{ UntilCancelled bool }]) (any, error) {
 		done := release
 		if j.Args.UntilCancelled {
@@ -67,6 +68,7 @@ func TestWorkerControlDrainOffOn(t *testing.T) {
 		}
 	})
 	testkit.StartRunner(t, r)
+	hearsCancels() // "off" is told on pgrun_cancel
 	first, err := pgrun.Enqueue(b.Ctx, b.Pool, "hold", nil)
 	require.NoError(t, err)
 	testkit.Eventually(t, 10*time.Second, "first job running", func() bool { return testkit.JobStatus(t, b, first.ID) == pgrun.StatusRunning })

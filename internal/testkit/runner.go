@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgrun/pgrun"
 	"github.com/pgrun/pgrun/runner"
 )
 
@@ -123,4 +124,46 @@ func JSONLines(t testing.TB, text, msg string) []map[string]any {
 		}
 	}
 	return out
+}
+
+// CancelProbe registers kind cancel-probe on r and returns hearsCancels, which waits,
+// once r runs, until r hears cancel notifications. Run connects its listener
+// alongside its first claims, so a job can start before the runner can hear that it
+// was cancelled (lease renewal would stop it, much later): a test that times how soon
+// a cancel reaches a handler waits for this first. hearsCancels runs a probe job in
+// queue default (r must serve it), cancels it, and repeats the notification until
+// the probe's handler is stopped. Lease renewal, every third of r's lease, could stop
+// it too: with a lease longer than the test, only the notification can.
+func CancelProbe(t testing.TB, b *DB, r *runner.Runner) (hearsCancels func()) {
+	t.Helper()
+	started := make(chan struct{}, 1)
+	stopped := make(chan struct{}, 1)
+	Handle(t, r, "cancel-probe", func(ctx context.Context, _ *runner.Job[struct{}]) (any, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		stopped <- struct{}{}
+		return nil, ctx.Err()
+	})
+	return func() {
+		t.Helper()
+		probe, err := pgrun.Enqueue(b.Ctx, b.Pool, "cancel-probe", nil)
+		require.NoError(t, err)
+		select {
+		case <-started:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the cancel probe did not start")
+		}
+		_, err = pgrun.Cancel(b.Ctx, b.Pool, probe.ID, "probe")
+		require.NoError(t, err)
+		Eventually(t, 30*time.Second, "the runner to hear cancel notifications", func() bool {
+			select {
+			case <-stopped:
+				return true
+			default:
+			}
+			_, err := b.Pool.Exec(b.Ctx, `select pg_notify('pgrun_cancel', $1::bigint::text)`, probe.ID)
+			require.NoError(t, err)
+			return false
+		})
+	}
 }
