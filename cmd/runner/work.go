@@ -99,7 +99,7 @@ func (f *workFlags) config(changed func(string) bool) (runner.Config, slog.Level
 		Lease:         f.lease,
 		PollInterval:  f.poll,
 		ShutdownGrace: grace,
-		Version:       version,
+		Version:       moduleVersion(),
 		ListenURL:     f.listenURL,
 
 		TelemetryInterval: f.telemetry,
@@ -225,9 +225,6 @@ serves Prometheus metrics (docs/metrics.md).`,
 	cmd.Flags().StringVar(&f.listenURL, "listen-url", "", "a direct (session) URL to the same database for the one LISTEN connection, when --database-url goes through a transaction-mode pooler (default $PGRUN_LISTEN_URL)")
 	return cmd
 }
-
-// version is recorded in pgrun.workers.
-const version = "0.1.0-dev"
 
 // parseQueues reads "default=8,images=2,gpu=gpu" strictly: every part must be name=N
 // with a valid queue name and N from 1 to maxQueueWorkers (or gpu), and no queue may
