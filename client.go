@@ -36,7 +36,7 @@ type Config struct {
 //
 // Errors: bad input the engine refuses (SQLSTATE 22023) matches [ErrInvalidInput]
 // and keeps the server's message and hint; unknown objects match [ErrNotFound],
-// [ErrRunNotFound], [ErrQueueNotFound] or [ErrScheduleNotFound]. A Client is safe
+// [ErrRunNotFound], [ErrQueueNotFound], [ErrScheduleNotFound] or [ErrWorkflowNotFound]. A Client is safe
 // for concurrent use.
 type Client struct {
 	pool *pgxpool.Pool

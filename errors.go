@@ -23,6 +23,8 @@ var (
 	ErrQueueNotFound = errors.New("pgrun: queue not found")
 	// ErrScheduleNotFound: no schedule has that name.
 	ErrScheduleNotFound = errors.New("pgrun: schedule not found")
+	// ErrWorkflowNotFound: no workflow has that name and version.
+	ErrWorkflowNotFound = errors.New("pgrun: workflow not found")
 	// ErrInvalidInput: the engine refused a value (SQLSTATE 22023,
 	// invalid_parameter_value), or the client did before sending it. The error's
 	// message is the server's, with its HINT, and errors.As still finds the

@@ -3,6 +3,9 @@ package pgrun
 import (
 	"context"
 	"encoding/json"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/pgrun/pgrun/internal/sqlapi"
 )
@@ -47,4 +50,28 @@ func (c *Client) Maintain(ctx context.Context) (*MaintainReport, error) {
 		return nil, dbError("maintain: read the report", err)
 	}
 	return r, nil
+}
+
+// MaintenanceStep is one row of pgrun.maintenance_steps: how often maintain() runs a
+// step, and when it last did.
+type MaintenanceStep struct {
+	Step string `db:"step"`
+	// Every is the step's cadence: 0 runs it every round, else at most once per
+	// Every.
+	Every     time.Duration `db:"every"`
+	LastRunAt *time.Time    `db:"last_run_at"` // nil: not run on a cadence yet
+}
+
+// SetMaintenanceStep sets how often maintain() runs step (pgrun.set_maintenance_step):
+// 0 every round, else at most once per every, up to a day. Reaping leases and the
+// timeout rule want every round; pruning history or forgetting old workers need not
+// run every second. An unknown step or a cadence out of range gives
+// [ErrInvalidInput] with the server's hint listing the steps.
+func (c *Client) SetMaintenanceStep(ctx context.Context, step string, every time.Duration) (*MaintenanceStep, error) {
+	rows, err := c.pool.Query(ctx, sqlapi.SetMaintenanceStep, step, every)
+	if err != nil {
+		return nil, dbError("set maintenance step "+step, err)
+	}
+	s, err := pgx.CollectExactlyOneRow(rows, pgx.RowToAddrOfStructByName[MaintenanceStep])
+	return s, dbError("set maintenance step "+step, err)
 }

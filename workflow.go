@@ -44,6 +44,28 @@ type RunNode struct {
 	ErrorMessage    *string    `db:"error_message"`
 }
 
+// Workflow is one version of a workflow definition, a row of pgrun.workflows.
+type Workflow struct {
+	Name      string          `db:"name"`
+	Version   int             `db:"version"`
+	Spec      json.RawMessage `db:"spec"` // {"nodes": [...]}, as DefineWorkflow stored it
+	CreatedAt time.Time       `db:"created_at"`
+}
+
+// Workflow returns version version of workflow name (a run's Workflow and Version
+// name the one it runs), or an error matching [ErrWorkflowNotFound].
+func (c *Client) Workflow(ctx context.Context, name string, version int) (*Workflow, error) {
+	rows, err := c.pool.Query(ctx, sqlapi.GetWorkflow, name, version)
+	if err != nil {
+		return nil, dbError("get workflow "+name, err)
+	}
+	w, err := pgx.CollectExactlyOneRow(rows, pgx.RowToAddrOfStructByName[Workflow])
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, newError([]error{ErrWorkflowNotFound}, "workflow %s version %d not found", name, version)
+	}
+	return w, dbError("get workflow "+name, err)
+}
+
 // DefineWorkflow checks spec (a JSON object {"nodes": [...]}, see docs/workflows.md)
 // and stores it as the next version of name (pgrun.define_workflow). Defining the
 // newest spec again changes nothing. Returns the version.

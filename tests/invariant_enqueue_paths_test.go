@@ -357,12 +357,12 @@ func TestEnqueuedFollowsTheJobsTable(t *testing.T) {
 	require.Equal(t, append(list("pgrun.jobs"), "deduplicated boolean"), list("pgrun.enqueued"))
 }
 
-// `runner enqueue` says when the job it reports was not enqueued because another
+// `runner job enqueue` says when the job it reports was not enqueued because another
 // holds the unique key, and names that job.
 func TestRunnerEnqueuePrintsDuplicates(t *testing.T) {
 	b := testkit.Setup(t)
 	run := func() string {
-		out, err := exec.CommandContext(b.Ctx, runnerBin, "enqueue", "sync", `{"n": 1}`, "--unique-key", "nightly",
+		out, err := exec.CommandContext(b.Ctx, runnerBin, "job", "enqueue", "sync", `{"n": 1}`, "--unique-key", "nightly",
 			"--database-url", b.URL).CombinedOutput()
 		require.NoError(t, err, "%s", out)
 		return string(out)

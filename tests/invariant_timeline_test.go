@@ -212,11 +212,11 @@ func TestTimelineOfAnUnknownJobRaisesP0002(t *testing.T) {
 	require.NotEmpty(t, pe.Hint)
 }
 
-// `runner job ID` prints the timeline with attempt numbers.
+// `runner job get ID` prints the timeline with attempt numbers.
 func TestTimelineIsWhatRunnerJobPrints(t *testing.T) {
 	b := testkit.Setup(t)
 	id := tlFailOnceThenSucceed(t, b)
-	out, err := exec.Command(runnerBin, "job", fmt.Sprint(id), "--database-url", b.URL).CombinedOutput()
+	out, err := exec.Command(runnerBin, "job", "get", fmt.Sprint(id), "--database-url", b.URL).CombinedOutput()
 	require.NoError(t, err, string(out))
 	_, tail, ok := strings.Cut(string(out), "\ntimeline (4)\n")
 	require.True(t, ok, "no timeline section in:\n%s", out)

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pgrun/pgrun"
 	"github.com/pgrun/pgrun/internal/sqlapi"
 )
 
@@ -85,7 +84,7 @@ var actions = map[string]actionSpec{
 		},
 		do: func(ctx context.Context, s *Server, f form) (string, error) {
 			id, _ := f.id("id")
-			_, err := pgrun.Cancel(ctx, s.pool, id, "cancelled from the dashboard")
+			_, err := s.client.Cancel(ctx, id, "cancelled from the dashboard")
 			return fmt.Sprintf("Job %d cancelled.", id), err
 		},
 	},
@@ -96,7 +95,7 @@ var actions = map[string]actionSpec{
 		},
 		do: func(ctx context.Context, s *Server, f form) (string, error) {
 			id, _ := f.id("id")
-			_, err := pgrun.Retry(ctx, s.pool, id)
+			_, err := s.client.Retry(ctx, id)
 			return fmt.Sprintf("Job %d queued again.", id), err
 		},
 	},
@@ -108,7 +107,7 @@ var actions = map[string]actionSpec{
 		do: func(ctx context.Context, s *Server, f form) (string, error) {
 			ids, _ := f.ids()
 			return eachJob(ctx, ids, "cancelled", func(id int64) error {
-				_, err := pgrun.Cancel(ctx, s.pool, id, "cancelled from the dashboard")
+				_, err := s.client.Cancel(ctx, id, "cancelled from the dashboard")
 				return err
 			})
 		},
@@ -121,7 +120,7 @@ var actions = map[string]actionSpec{
 		do: func(ctx context.Context, s *Server, f form) (string, error) {
 			ids, _ := f.ids()
 			return eachJob(ctx, ids, "queued again", func(id int64) error {
-				_, err := pgrun.Retry(ctx, s.pool, id)
+				_, err := s.client.Retry(ctx, id)
 				return err
 			})
 		},
@@ -167,7 +166,7 @@ var actions = map[string]actionSpec{
 		},
 		do: func(ctx context.Context, s *Server, f form) (string, error) {
 			id, _ := f.id("run")
-			_, err := pgrun.CancelRun(ctx, s.pool, id, "cancelled from the dashboard")
+			_, err := s.client.CancelRun(ctx, id, "cancelled from the dashboard")
 			return fmt.Sprintf("Run %d cancelled.", id), err
 		},
 	},

@@ -89,8 +89,10 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) bool {
 		if s.tokenOK(r) || r.URL.Path == "/login" || strings.HasPrefix(r.URL.Path, "/static/") {
 			return true
 		}
+		// A browser goes to the login page; a program (JSON, the event stream, a
+		// Prometheus scraper on /metrics) gets 401.
 		if r.Method == http.MethodGet && !strings.HasPrefix(r.Header.Get("Accept"), "application/json") &&
-			r.URL.Path != "/events" && r.URL.Query().Get("format") != "json" {
+			r.URL.Path != "/events" && r.URL.Path != "/metrics" && r.URL.Query().Get("format") != "json" {
 			http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 			return false
 		}

@@ -68,7 +68,7 @@ func (s *Server) job(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	j, err := pgrun.GetJob(ctx, s.pool, id)
+	j, err := s.client.GetJob(ctx, id)
 	if errors.Is(err, pgrun.ErrNotFound) {
 		s.fail(w, r, http.StatusNotFound, fmt.Errorf("job %d does not exist (or was pruned)", id))
 		return

@@ -134,7 +134,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	run, err := pgrun.GetRun(ctx, s.pool, id)
+	run, err := s.client.GetRun(ctx, id)
 	if errors.Is(err, pgrun.ErrRunNotFound) {
 		s.fail(w, r, http.StatusNotFound, fmt.Errorf("run %d does not exist", id))
 		return

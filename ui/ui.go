@@ -36,6 +36,8 @@ import (
 	"sync"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgrun/pgrun"
 )
 
 // Options configure a Server. The zero value serves every page and every action to
@@ -53,6 +55,10 @@ type Options struct {
 	// Logger receives the server's warnings (a lost LISTEN connection, a failed
 	// action); nil discards them.
 	Logger *slog.Logger
+	// Metrics, when set, is served at GET /metrics beside the pages, behind the same
+	// authentication (a Prometheus scraper sends the basic credentials or the bearer
+	// token): `runner ui` mounts metrics.New(pool).Handler() there.
+	Metrics http.Handler
 }
 
 // authenticated reports whether some authentication is configured.
@@ -62,6 +68,7 @@ func (o Options) authenticated() bool { return o.BasicUser != "" || o.Token != "
 // goroutines.
 type Server struct {
 	pool   *pgxpool.Pool
+	client *pgrun.Client // the job and run transitions of the actions, and the reads of one job or run
 	opts   Options
 	log    *slog.Logger
 	mux    *http.ServeMux
@@ -84,7 +91,11 @@ func New(pool *pgxpool.Pool, opts Options) (*Server, error) {
 	if (opts.BasicUser == "") != (opts.BasicPassword == "") {
 		return nil, errors.New("ui: basic authentication needs both a user and a password")
 	}
-	s := &Server{pool: pool, opts: opts, log: opts.Logger, secret: make([]byte, 32)}
+	client, err := pgrun.NewClient(pool, pgrun.Config{})
+	if err != nil {
+		return nil, fmt.Errorf("ui: %w", err)
+	}
+	s := &Server{pool: pool, client: client, opts: opts, log: opts.Logger, secret: make([]byte, 32)}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -132,6 +143,9 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /login", s.loginPage)
 	m.HandleFunc("POST /login", s.login)
 	m.HandleFunc("POST /actions/{action}", s.action)
+	if s.opts.Metrics != nil {
+		m.Handle("GET /metrics", s.opts.Metrics)
+	}
 	s.mux = m
 }
 

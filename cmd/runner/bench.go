@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/sqlapi"
 	"github.com/pgrun/pgrun/runner"
 )
 
@@ -188,19 +189,23 @@ func bench(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, o benchO
 	}
 	queue := fmt.Sprintf("bench.%d", time.Now().UnixNano())
 	res := &benchResult{Jobs: jobs, Workers: workers, LatencyJobs: latencyJobs, Runners: max(o.Runners, 1)}
+	client, err := newClient(pool)
+	if err != nil {
+		return nil, err
+	}
 	if !o.Keep {
 		defer func() {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 			defer cancel()
-			_, _ = pool.Exec(cctx, `delete from pgrun.job_events where job_id in (select id from pgrun.jobs where queue = $1)`, queue)
-			_, _ = pool.Exec(cctx, `delete from pgrun.jobs where queue = $1`, queue)
-			_, _ = pool.Exec(cctx, `delete from pgrun.queues where name = $1`, queue)
+			_, _ = pool.Exec(cctx, sqlapi.BenchDeleteQueueEvents, queue)
+			_, _ = pool.Exec(cctx, sqlapi.BenchDeleteQueueJobs, queue)
+			_, _ = pool.Exec(cctx, sqlapi.BenchDeleteQueue, queue)
 		}()
 	}
 
 	// Start from a vacuumed table so that runs are comparable: dead rows left by
 	// earlier runs would otherwise slow this one's claims.
-	if _, err := pool.Exec(ctx, `vacuum (analyze) pgrun.jobs`); err != nil {
+	if _, err := pool.Exec(ctx, sqlapi.BenchVacuumJobs); err != nil {
 		return nil, fmt.Errorf("vacuum before bench: %w", err)
 	}
 	fmt.Fprintf(progress, "bench: enqueueing %d jobs into %s\n", jobs, queue)
@@ -211,13 +216,13 @@ func bench(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, o benchO
 		for i := range specs {
 			specs[i] = pgrun.JobSpec{Kind: runner.KindNoop, Queue: queue}
 		}
-		if _, err := pgrun.EnqueueMany(ctx, pool, specs); err != nil {
+		if _, err := client.EnqueueMany(ctx, specs); err != nil {
 			return nil, err
 		}
 	}
 	res.EnqueuePerSec = float64(jobs) / time.Since(start).Seconds()
 	if o.Ephemeral {
-		if _, err := pool.Exec(ctx, `select pgrun.set_queue($1, ephemeral => true)`, queue); err != nil {
+		if _, err := client.SetQueue(ctx, queue, pgrun.QueueSettings{Ephemeral: new(true)}); err != nil {
 			return nil, err
 		}
 	}
@@ -272,7 +277,7 @@ func bench(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, o benchO
 		fmt.Fprintf(progress, "bench: measuring start latency over %d jobs\n", latencyJobs)
 		var first int64
 		for i := 0; i < latencyJobs; i++ {
-			j, err := pgrun.Enqueue(ctx, pool, runner.KindNoop, nil, pgrun.Queue(queue))
+			j, err := client.Enqueue(ctx, runner.KindNoop, nil, pgrun.Queue(queue))
 			if err != nil {
 				return nil, err
 			}
@@ -302,12 +307,7 @@ type latency struct {
 // startLatency reads the latency of queue's jobs from id fromID on.
 func startLatency(ctx context.Context, pool *pgxpool.Pool, queue string, fromID int64) (latency, error) {
 	var l latency
-	err := pool.QueryRow(ctx, `
-		select 1000 * percentile_cont(0.5) within group (order by extract(epoch from started_at - created_at)),
-		       1000 * percentile_cont(0.99) within group (order by extract(epoch from started_at - created_at)),
-		       1000 * percentile_cont(0.999) within group (order by extract(epoch from started_at - created_at)),
-		       count(*) / greatest(extract(epoch from max(started_at) - min(started_at)), 0.001)
-		from pgrun.jobs where queue = $1 and id >= $2`, queue, fromID).Scan(&l.P50MS, &l.P99MS, &l.P999MS, &l.StartedPerSec)
+	err := pool.QueryRow(ctx, sqlapi.BenchStartLatency, queue, fromID).Scan(&l.P50MS, &l.P99MS, &l.P999MS, &l.StartedPerSec)
 	if err != nil {
 		return l, fmt.Errorf("latency: %w", err)
 	}

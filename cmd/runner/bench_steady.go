@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/sqlapi"
 	"github.com/pgrun/pgrun/runner"
 )
 
@@ -40,11 +41,15 @@ const steadyTick = 5 * time.Millisecond
 // every steadyTick, so a job waits for the runner, never for the bench.
 func benchSteady(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, rate int, d time.Duration, workers int) (*steadyResult, error) {
 	queue := fmt.Sprintf("bench.steady.%d", time.Now().UnixNano())
+	client, err := newClient(pool)
+	if err != nil {
+		return nil, err
+	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
-		_, _ = pool.Exec(cctx, `delete from pgrun.jobs where queue = $1`, queue)
-		_, _ = pool.Exec(cctx, `delete from pgrun.queues where name = $1`, queue)
+		_, _ = pool.Exec(cctx, sqlapi.BenchDeleteQueueJobs, queue)
+		_, _ = pool.Exec(cctx, sqlapi.BenchDeleteQueue, queue)
 	}()
 	r, stop, err := startQuietRunner(ctx, pool, map[string]runner.QueueConfig{queue: {Workers: workers}})
 	if err != nil {
@@ -68,7 +73,7 @@ func benchSteady(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, ra
 			specs[i] = pgrun.JobSpec{Kind: runner.KindNoop, Queue: queue}
 		}
 		began := time.Now()
-		if _, err := pgrun.EnqueueMany(ctx, pool, specs); err != nil {
+		if _, err := client.EnqueueMany(ctx, specs); err != nil {
 			return nil, err
 		}
 		took = append(took, time.Since(began))

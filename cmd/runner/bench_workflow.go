@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/sqlapi"
 	"github.com/pgrun/pgrun/runner"
 )
 
@@ -42,6 +43,10 @@ type workflowBenchResult struct {
 //     taken by the database), printed to progress as well.
 func benchWorkflow(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, runs, children, workers int) (*workflowBenchResult, error) {
 	res := &workflowBenchResult{Runs: runs, Children: children}
+	client, err := newClient(pool)
+	if err != nil {
+		return nil, err
+	}
 	queue := fmt.Sprintf("wfbench.%d", time.Now().UnixNano())
 	spec := map[string]any{"nodes": []any{
 		map[string]any{"name": "a", "kind": runner.KindNoop, "queue": queue},
@@ -49,10 +54,10 @@ func benchWorkflow(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, 
 		map[string]any{"name": "c", "kind": runner.KindNoop, "queue": queue, "deps": []string{"b"}},
 	}}
 	name := "bench-chain-" + queue[len("wfbench."):]
-	if _, err := pgrun.DefineWorkflow(ctx, pool, name, spec); err != nil {
+	if _, err := client.DefineWorkflow(ctx, name, spec); err != nil {
 		return nil, err
 	}
-	if err := probeDispatch(ctx, pool, name, queue, res); err != nil {
+	if err := probeDispatch(ctx, client, name, queue, res); err != nil {
 		return nil, err
 	}
 	_, stop, err := startQuietRunner(ctx, pool, map[string]runner.QueueConfig{queue: {Workers: workers}})
@@ -65,7 +70,7 @@ func benchWorkflow(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, 
 	start := time.Now()
 	var first int64
 	for i := 0; i < runs; i++ {
-		r, err := pgrun.StartRun(ctx, pool, name, nil, "")
+		r, err := client.StartRun(ctx, name, nil, "")
 		if err != nil {
 			return nil, err
 		}
@@ -80,15 +85,7 @@ func benchWorkflow(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, 
 	// run_at of a dependent is set when it is queued, in the transaction that
 	// finished its predecessor; finished_at is that transaction's start.
 	// finished_at of a node is the start of the transaction that finished it.
-	if err := pool.QueryRow(ctx, `
-		with pairs as (
-		  select extract(epoch from d.started_at - p.finished_at) * 1000 as started_ms
-		  from pgrun.jobs p join pgrun.jobs d on d.run_id = p.run_id
-		   and ((p.node = 'a' and d.node = 'b') or (p.node = 'b' and d.node = 'c'))
-		  where p.run_id >= $1)
-		select percentile_cont(0.5) within group (order by started_ms),
-		       percentile_cont(0.99) within group (order by started_ms)
-		from pairs`, first).Scan(&res.DoneToStartedP50MS, &res.DoneToStartedP99MS); err != nil {
+	if err := pool.QueryRow(ctx, sqlapi.BenchChainDoneToStarted, first).Scan(&res.DoneToStartedP50MS, &res.DoneToStartedP99MS); err != nil {
 		return nil, err
 	}
 
@@ -101,31 +98,30 @@ func benchWorkflow(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, 
 	if err != nil {
 		return nil, err
 	}
-	parent, err := pgrun.Enqueue(ctx, pool, "bench.coordinator", nil, pgrun.Queue(queue+".coord"))
+	parent, err := client.Enqueue(ctx, "bench.coordinator", nil, pgrun.Queue(queue+".coord"))
 	if err != nil {
 		return nil, err
 	}
 	var id int64
 	var attempt int
-	if err := pool.QueryRow(ctx, `select id, attempt from pgrun.claim_jobs($1, 'bench', 1)`, queue+".coord").Scan(&id, &attempt); err != nil {
+	if err := pool.QueryRow(ctx, sqlapi.BenchClaimOne, queue+".coord", "bench").Scan(&id, &attempt); err != nil {
 		return nil, err
 	}
 	start = time.Now()
-	if _, err := pool.Exec(ctx, `select pgrun.defer_job($1, $2, $3::jsonb)`, id, attempt, childJSON); err != nil {
+	if _, err := pool.Exec(ctx, sqlapi.BenchDeferJob, id, attempt, childJSON); err != nil {
 		return nil, err
 	}
 	res.FanOutDeferMS = float64(time.Since(start).Microseconds()) / 1000
 	var committed time.Time
-	if err := pool.QueryRow(ctx, `select clock_timestamp()`).Scan(&committed); err != nil {
+	if err := pool.QueryRow(ctx, sqlapi.BenchClock).Scan(&committed); err != nil {
 		return nil, err
 	}
-	if err := waitJobDone(ctx, pool, parent.ID); err != nil {
+	if err := waitJobDone(ctx, client, parent.ID); err != nil {
 		return nil, err
 	}
 	res.FanOutTotalSeconds = time.Since(start).Seconds()
 	res.ChildrenPerSec = float64(children) / res.FanOutTotalSeconds
-	if err := pool.QueryRow(ctx, `select extract(epoch from finished_at - $2::timestamptz) * 1000
-		from pgrun.jobs where id = $1`, parent.ID, committed).Scan(&res.FanInMS); err != nil {
+	if err := pool.QueryRow(ctx, sqlapi.BenchFinishedSinceMS, parent.ID, committed).Scan(&res.FanInMS); err != nil {
 		return nil, err
 	}
 	res.FanInPerSec = float64(children) / (res.FanInMS / 1000)
@@ -141,29 +137,30 @@ const dispatchProbes = 300
 // chain run: the call returns after the same transaction has queued node b, so its
 // duration bounds node-done to dependent-queued. The same call on a plain job gives
 // the baseline.
-func probeDispatch(ctx context.Context, pool *pgxpool.Pool, workflow, queue string, res *workflowBenchResult) error {
+func probeDispatch(ctx context.Context, client *pgrun.Client, workflow, queue string, res *workflowBenchResult) error {
+	pool := client.Pool()
 	probeQueue := queue + ".probe"
 	spec := map[string]any{"nodes": []any{
 		map[string]any{"name": "a", "kind": runner.KindNoop, "queue": probeQueue},
 		map[string]any{"name": "b", "kind": runner.KindNoop, "queue": probeQueue + ".next", "deps": []string{"a"}},
 	}}
-	if _, err := pgrun.DefineWorkflow(ctx, pool, workflow+"-probe", spec); err != nil {
+	if _, err := client.DefineWorkflow(ctx, workflow+"-probe", spec); err != nil {
 		return err
 	}
 	timeOne := func() (time.Duration, error) {
 		var id int64
 		var attempt int32
-		if err := pool.QueryRow(ctx, `select id, attempt from pgrun.claim_jobs($1, 'probe', 1)`, probeQueue).Scan(&id, &attempt); err != nil {
+		if err := pool.QueryRow(ctx, sqlapi.BenchClaimOne, probeQueue, "probe").Scan(&id, &attempt); err != nil {
 			return 0, err
 		}
 		start := time.Now()
-		_, err := pool.Exec(ctx, `select pgrun.complete_jobs($1, $2)`, []int64{id}, []int32{attempt})
+		_, err := pool.Exec(ctx, sqlapi.BenchCompleteJobs, []int64{id}, []int32{attempt})
 		return time.Since(start), err
 	}
 	dispatch := make([]time.Duration, 0, dispatchProbes)
 	plain := make([]time.Duration, 0, dispatchProbes)
 	for i := 0; i < dispatchProbes; i++ {
-		if _, err := pgrun.StartRun(ctx, pool, workflow+"-probe", nil, ""); err != nil {
+		if _, err := client.StartRun(ctx, workflow+"-probe", nil, ""); err != nil {
 			return err
 		}
 		d, err := timeOne()
@@ -171,7 +168,7 @@ func probeDispatch(ctx context.Context, pool *pgxpool.Pool, workflow, queue stri
 			return err
 		}
 		dispatch = append(dispatch, d)
-		if _, err := pgrun.Enqueue(ctx, pool, runner.KindNoop, nil, pgrun.Queue(probeQueue)); err != nil {
+		if _, err := client.Enqueue(ctx, runner.KindNoop, nil, pgrun.Queue(probeQueue)); err != nil {
 			return err
 		}
 		if d, err = timeOne(); err != nil {
@@ -194,14 +191,14 @@ func percentileMS(ds []time.Duration, p float64) float64 {
 func waitRunsDone(ctx context.Context, pool *pgxpool.Pool, first int64) error {
 	return poll(ctx, func() (bool, error) {
 		var left int
-		err := pool.QueryRow(ctx, `select count(*) from pgrun.runs where id >= $1 and status = 'running'`, first).Scan(&left)
+		err := pool.QueryRow(ctx, sqlapi.BenchRunsRunning, first).Scan(&left)
 		return left == 0, err
 	})
 }
 
-func waitJobDone(ctx context.Context, pool *pgxpool.Pool, id int64) error {
+func waitJobDone(ctx context.Context, client *pgrun.Client, id int64) error {
 	return poll(ctx, func() (bool, error) {
-		j, err := pgrun.GetJob(ctx, pool, id)
+		j, err := client.GetJob(ctx, id)
 		if err != nil {
 			return false, err
 		}

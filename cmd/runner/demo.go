@@ -17,6 +17,7 @@ import (
 	"github.com/pgrun/pgrun"
 	"github.com/pgrun/pgrun/examples/embeddings"
 	"github.com/pgrun/pgrun/gpu"
+	"github.com/pgrun/pgrun/internal/sqlapi"
 	"github.com/pgrun/pgrun/runner"
 )
 
@@ -57,7 +58,11 @@ data to inspect.`,
 }
 
 func demo(ctx context.Context, pool *pgxpool.Pool, out io.Writer, input map[string]any) error {
-	version, err := pgrun.DefineWorkflow(ctx, pool, embeddings.WorkflowName, embeddings.Workflow)
+	client, err := newClient(pool)
+	if err != nil {
+		return err
+	}
+	version, err := client.DefineWorkflow(ctx, embeddings.WorkflowName, embeddings.Workflow)
 	if err != nil {
 		return err
 	}
@@ -79,7 +84,7 @@ func demo(ctx context.Context, pool *pgxpool.Pool, out io.Writer, input map[stri
 	defer func() { stop(); <-done }()
 
 	start := time.Now()
-	run, err := pgrun.StartRun(ctx, pool, embeddings.WorkflowName, input, "")
+	run, err := client.StartRun(ctx, embeddings.WorkflowName, input, "")
 	if err != nil {
 		return err
 	}
@@ -91,11 +96,11 @@ func demo(ctx context.Context, pool *pgxpool.Pool, out io.Writer, input map[stri
 	lines := 0
 	last := time.Time{}
 	for {
-		r, err := pgrun.GetRun(ctx, pool, run.ID)
+		r, err := client.GetRun(ctx, run.ID)
 		if err != nil {
 			return err
 		}
-		nodes, err := pgrun.RunNodes(ctx, pool, run.ID)
+		nodes, err := client.RunNodes(ctx, run.ID)
 		if err != nil {
 			return err
 		}
@@ -116,7 +121,7 @@ func demo(ctx context.Context, pool *pgxpool.Pool, out io.Writer, input map[stri
 		case <-tick.C:
 		}
 	}
-	return demoSummary(ctx, pool, out, run.ID, cache.Stats(), time.Since(start))
+	return demoSummary(ctx, client, out, run.ID, cache.Stats(), time.Since(start))
 }
 
 // drawNodes prints one line per node (a bar for the map node's children) and returns
@@ -147,8 +152,8 @@ func progressCount(n pgrun.RunNode) string {
 	return fmt.Sprintf("%d/%d batches", n.ProgressCurrent, *n.ProgressTotal)
 }
 
-func demoSummary(ctx context.Context, pool *pgxpool.Pool, out io.Writer, runID int64, st gpu.Stats, took time.Duration) error {
-	r, err := pgrun.GetRun(ctx, pool, runID)
+func demoSummary(ctx context.Context, client *pgrun.Client, out io.Writer, runID int64, st gpu.Stats, took time.Duration) error {
+	r, err := client.GetRun(ctx, runID)
 	if err != nil {
 		return err
 	}
@@ -172,11 +177,7 @@ func demoSummary(ctx context.Context, pool *pgxpool.Pool, out io.Writer, runID i
 	}
 	var embedSecs float64
 	var batches, vectors int
-	if err := pool.QueryRow(ctx, `
-		select extract(epoch from max(c.finished_at) - min(c.started_at)), count(*),
-		       (select count(*) from pgrun_examples.documents d where d.corpus = $2 and d.embedding is not null)
-		from pgrun.jobs c join pgrun.jobs p on p.id = c.parent_id
-		where p.run_id = $1 and p.node = 'embed'`, runID, report.Report.Corpus).Scan(&embedSecs, &batches, &vectors); err != nil {
+	if err := client.Pool().QueryRow(ctx, sqlapi.DemoEmbedSummary, runID, report.Report.Corpus).Scan(&embedSecs, &batches, &vectors); err != nil {
 		return err
 	}
 	devices, _ := gpu.Probe(ctx)
@@ -195,8 +196,8 @@ func demoSummary(ctx context.Context, pool *pgxpool.Pool, out io.Writer, runID i
 	fmt.Fprintf(out, "  model      %s loaded %d time(s), %d warm hits, load time %s\n", embeddings.ModelName, st.Loads, st.Hits, st.LoadTime.Round(time.Millisecond))
 	fmt.Fprintf(out, "  knn        precision@%d %.3f over %d queries (HNSW, cosine) in %d ms\n", k.K, k.Precision, k.Queries, k.MS)
 	fmt.Fprintf(out, "  report     pgrun_examples.reports, corpus %s\n", report.Report.Corpus)
-	fmt.Fprintf(out, "\nInspect: psql \"$PGRUN_DATABASE_URL\" -c 'select * from pgrun.run_status where run_id = %d'\n", runID)
-	fmt.Fprintf(out, "         runner workflow status %d\n", runID)
+	fmt.Fprintf(out, "\nInspect: runner workflow status %d\n", runID)
+	fmt.Fprintf(out, "         in psql, the view pgrun.run_status (run_id %d) and the table pgrun_examples.reports\n", runID)
 	return nil
 }
 

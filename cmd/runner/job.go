@@ -1,14 +1,12 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/pgrun/pgrun"
@@ -16,9 +14,146 @@ import (
 
 func init() { commands = append(commands, newJobCmd) }
 
+// newJobCmd groups what an operator does to jobs. `runner job ID`, the form
+// `job get ID` had before the noun-verb tree, still works (aliases.go).
 func newJobCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "job",
+		Short: "Enqueue, show, list, cancel and retry jobs",
+		Args:  cobra.ArbitraryArgs,
+		RunE:  jobIDAlias(g),
+	}
+	cmd.AddCommand(newJobEnqueueCmd(g), newJobGetCmd(g), newJobListCmd(g), newJobCancelCmd(g), newJobRetryCmd(g))
+	return cmd
+}
+
+func newJobEnqueueCmd(g *globals) *cobra.Command {
+	var (
+		spec    pgrun.JobSpec
+		runAt   string
+		delay   time.Duration
+		count   int
+		timeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "enqueue KIND [JSON]",
+		Short: "Enqueue a job (or --count of them) with JSON args",
+		Example: `  runner job enqueue echo '{"hello": "world"}'
+  runner job enqueue sleep '{"ms": 2000}' --queue default --count 10
+  runner job enqueue resize '{"w": 64}' --queue images --delay 30s --unique-key img-42
+  runner job enqueue embed '{"doc": 7}' --queue gpu --model bge-small --model-required`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			spec.Kind = args[0]
+			raw := "{}"
+			if len(args) == 2 {
+				raw = args[1]
+			}
+			var obj map[string]any
+			if err := json.Unmarshal([]byte(raw), &obj); err != nil || obj == nil {
+				return fmt.Errorf("args %q are not a JSON object", raw)
+			}
+			spec.Args = obj
+			if count < 1 {
+				return fmt.Errorf("--count must be at least 1, got %d", count)
+			}
+			if runAt != "" && delay != 0 {
+				return fmt.Errorf("give --run-at or --delay, not both")
+			}
+			if runAt != "" {
+				t, err := time.Parse(time.RFC3339, runAt)
+				if err != nil {
+					return fmt.Errorf("--run-at %q is not an RFC 3339 time such as 2030-01-02T15:04:05Z", runAt)
+				}
+				spec.RunAt = &t
+			}
+			if delay < 0 {
+				return fmt.Errorf("--delay %s is negative", delay)
+			}
+			if delay > 0 {
+				t := time.Now().Add(delay)
+				spec.RunAt = &t
+			}
+			if timeout < 0 {
+				return fmt.Errorf("--timeout %s is negative", timeout)
+			}
+			spec.Timeout = timeout
+			if count > 1 && spec.UniqueKey != "" {
+				return fmt.Errorf("--unique-key with --count %d would enqueue one job; drop one of them", count)
+			}
+			return g.withClient(func(cmd *cobra.Command, _ []string, c *pgrun.Client) error {
+				specs := make([]pgrun.JobSpec, count)
+				for i := range specs {
+					specs[i] = spec
+				}
+				jobs, err := c.EnqueueMany(cmd.Context(), specs)
+				if err != nil {
+					return err
+				}
+				printEnqueued(cmd, jobs, spec)
+				return nil
+			})(cmd, args)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&spec.Queue, "queue", "default", "queue name")
+	f.IntVar(&spec.Priority, "priority", 0, fmt.Sprintf("priority: lower runs first, %d (most urgent) to %d", pgrun.MinPriority, pgrun.MaxPriority))
+	f.StringVar(&runAt, "run-at", "", "run at this RFC 3339 time")
+	f.DurationVar(&delay, "delay", 0, "run after this delay")
+	f.IntVar(&spec.MaxAttempts, "max-attempts", 0, "failed attempts before the job fails for good (default 25)")
+	f.StringVar(&spec.UniqueKey, "unique-key", "", "deduplicate: while an active job holds the key, return it instead")
+	f.DurationVar(&timeout, "timeout", 0, "time limit for one attempt")
+	f.StringVar(&spec.Model, "model", "", "model the job needs (warm-model routing)")
+	f.BoolVar(&spec.ModelRequired, "model-required", false, "only a worker with --model warm or declared may claim the job")
+	f.DurationVar(&spec.UniqueWindow, "unique-window", 0, "with --unique-key: also return a job that finished with the key within this window")
+	f.BoolVar(&spec.ReplaceDuplicate, "replace", false, "with --unique-key: a queued holder of the key takes these args, priority and run time")
+	f.StringVar(&spec.ConcurrencyKey, "concurrency-key", "", "key the queue's concurrency_limit counts by (a tenant, say)")
+	f.IntVar(&count, "count", 1, "enqueue this many identical jobs in one statement")
+	return cmd
+}
+
+// printEnqueued says what an enqueue did: the one job (or the holder of its unique
+// key, when nothing was inserted), or the range of ids of many.
+func printEnqueued(cmd *cobra.Command, jobs []*pgrun.Job, spec pgrun.JobSpec) {
+	out := cmd.OutOrStdout()
+	if len(jobs) == 1 {
+		j := jobs[0]
+		if j.Deduplicated {
+			fmt.Fprintf(out, "job %d %s (%s, queue %s): duplicate, unique key %q is held by this job; nothing enqueued",
+				j.ID, j.Status, j.Kind, j.Queue, spec.UniqueKey)
+			if spec.ReplaceDuplicate && j.Status == pgrun.StatusQueued {
+				fmt.Fprint(out, " (it took these args, priority and run time)")
+			}
+			fmt.Fprintln(out)
+			return
+		}
+		fmt.Fprintf(out, "job %d %s (%s, queue %s)\n", j.ID, j.Status, j.Kind, j.Queue)
+		return
+	}
+	var fresh []*pgrun.Job
+	for _, j := range jobs {
+		if !j.Deduplicated {
+			fresh = append(fresh, j)
+		}
+	}
+	if len(fresh) == 0 {
+		fmt.Fprintf(out, "0 jobs enqueued, %d duplicates\n", len(jobs))
+		return
+	}
+	lo, hi := fresh[0].ID, fresh[0].ID
+	for _, j := range fresh {
+		lo, hi = min(lo, j.ID), max(hi, j.ID)
+	}
+	fmt.Fprintf(out, "%d jobs enqueued (ids %d..%d, queue %s)", len(fresh), lo, hi, fresh[0].Queue)
+	if d := len(jobs) - len(fresh); d > 0 {
+		fmt.Fprintf(out, ", %d duplicates", d)
+	}
+	fmt.Fprintln(out)
+}
+
+func newJobGetCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "job ID",
+		Use:   "get ID",
 		Short: "Show one job: its row, progress and timeline (transitions and audit log)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -26,87 +161,233 @@ func newJobCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			pool, err := g.connect(ctx)
-			if err != nil {
-				return err
-			}
-			defer pool.Close()
-			j, err := pgrun.GetJob(ctx, pool, id)
-			if errors.Is(err, pgrun.ErrNotFound) {
-				return fmt.Errorf("job %d does not exist", id)
-			}
-			if err != nil {
-				return err
-			}
-			timeline, err := jobTimeline(ctx, pool, id)
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			tw := table(out)
-			fmt.Fprintf(tw, "job\t%d\n", j.ID)
-			fmt.Fprintf(tw, "kind\t%s\n", j.Kind)
-			fmt.Fprintf(tw, "queue\t%s\n", j.Queue)
-			fmt.Fprintf(tw, "status\t%s\n", j.Status)
-			fmt.Fprintf(tw, "attempt\t%d (failures %d of %d allowed, lease expiries %d)\n", j.Attempt, j.Failures, j.MaxAttempts, j.LeaseExpiries)
-			fmt.Fprintf(tw, "priority\t%d\n", j.Priority)
-			fmt.Fprintf(tw, "run at\t%s\n", orDash(&j.RunAt))
-			fmt.Fprintf(tw, "created\t%s\n", orDash(&j.CreatedAt))
-			fmt.Fprintf(tw, "started\t%s\n", orDash(j.StartedAt))
-			fmt.Fprintf(tw, "finished\t%s\n", orDash(j.FinishedAt))
-			fmt.Fprintf(tw, "worker\t%s\n", orDash(j.ClaimedBy))
-			fmt.Fprintf(tw, "lease until\t%s\n", orDash(j.LeaseExpiresAt))
-			fmt.Fprintf(tw, "timeout\t%s\n", orDash(j.Timeout))
-			if j.UniqueKey != nil {
-				fmt.Fprintf(tw, "unique key\t%s\n", *j.UniqueKey)
-			}
-			if j.ParentID != nil {
-				fmt.Fprintf(tw, "parent\t%d\n", *j.ParentID)
-			}
-			fmt.Fprintf(tw, "args\t%s\n", compactJSON(j.Args))
-			fmt.Fprintf(tw, "result\t%s\n", compactJSON(j.Result))
-			fmt.Fprintf(tw, "error\t%s\n", compactJSON(j.Error))
-			if j.ProgressTotal != nil {
-				fmt.Fprintf(tw, "progress\t%s\n", progressBar(j.ProgressCurrent, *j.ProgressTotal))
-			}
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			fmt.Fprintf(out, "\ntimeline (%d)\n", len(timeline))
-			tw = table(out)
-			fmt.Fprintf(tw, "at\tattempt\tlevel\tevent\tmessage\tfields\n")
-			for _, e := range timeline {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.At.Local().Format("2006-01-02 15:04:05.000"), orDash(e.Attempt),
-					e.Level, e.Event, orDash(e.Message), compactJSON(e.Fields))
-			}
-			return tw.Flush()
+			return g.withClient(func(cmd *cobra.Command, _ []string, c *pgrun.Client) error {
+				return showJob(cmd, c, id)
+			})(cmd, args)
 		},
 	}
 }
 
-// timelineEntry is one row of pgrun.job_timeline.
-type timelineEntry struct {
-	At      time.Time       `db:"at"`
-	Event   string          `db:"event"`
-	Level   string          `db:"level"`
-	Attempt *int32          `db:"attempt"`
-	Message *string         `db:"message"`
-	Fields  json.RawMessage `db:"fields"`
+// showJob prints job id's row and its whole timeline.
+func showJob(cmd *cobra.Command, c *pgrun.Client, id int64) error {
+	ctx := cmd.Context()
+	j, err := c.GetJob(ctx, id)
+	if errors.Is(err, pgrun.ErrNotFound) {
+		return fmt.Errorf("job %d does not exist", id)
+	}
+	if err != nil {
+		return err
+	}
+	timeline, err := c.Timeline(ctx, id)
+	if err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	tw := table(out)
+	fmt.Fprintf(tw, "job\t%d\n", j.ID)
+	fmt.Fprintf(tw, "kind\t%s\n", j.Kind)
+	fmt.Fprintf(tw, "queue\t%s\n", j.Queue)
+	fmt.Fprintf(tw, "status\t%s\n", j.Status)
+	fmt.Fprintf(tw, "attempt\t%d (failures %d of %d allowed, lease expiries %d)\n", j.Attempt, j.Failures, j.MaxAttempts, j.LeaseExpiries)
+	fmt.Fprintf(tw, "priority\t%d\n", j.Priority)
+	fmt.Fprintf(tw, "run at\t%s\n", orDash(&j.RunAt))
+	fmt.Fprintf(tw, "created\t%s\n", orDash(&j.CreatedAt))
+	fmt.Fprintf(tw, "started\t%s\n", orDash(j.StartedAt))
+	fmt.Fprintf(tw, "finished\t%s\n", orDash(j.FinishedAt))
+	fmt.Fprintf(tw, "worker\t%s\n", orDash(j.ClaimedBy))
+	fmt.Fprintf(tw, "lease until\t%s\n", orDash(j.LeaseExpiresAt))
+	fmt.Fprintf(tw, "timeout\t%s\n", orDash(j.Timeout))
+	if j.UniqueKey != nil {
+		fmt.Fprintf(tw, "unique key\t%s\n", *j.UniqueKey)
+	}
+	if j.ParentID != nil {
+		fmt.Fprintf(tw, "parent\t%d\n", *j.ParentID)
+	}
+	fmt.Fprintf(tw, "args\t%s\n", compactJSON(j.Args))
+	fmt.Fprintf(tw, "result\t%s\n", compactJSON(j.Result))
+	fmt.Fprintf(tw, "error\t%s\n", compactJSON(j.Error))
+	if j.ProgressTotal != nil {
+		fmt.Fprintf(tw, "progress\t%s\n", progressBar(j.ProgressCurrent, *j.ProgressTotal))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\ntimeline (%d)\n", len(timeline))
+	tw = table(out)
+	fmt.Fprintf(tw, "at\tattempt\tlevel\tevent\tmessage\tfields\n")
+	for _, e := range timeline {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.At.Local().Format("2006-01-02 15:04:05.000"), orDash(e.Attempt),
+			e.Level, e.Event, orDash(e.Message), compactJSON(e.Fields))
+	}
+	return tw.Flush()
 }
 
-// jobTimeline reads job id's whole story: the stored events and the transitions the
-// row records as timestamps (enqueued, started, the ending), oldest first.
-func jobTimeline(ctx context.Context, pool *pgxpool.Pool, id int64) ([]timelineEntry, error) {
-	rows, err := pool.Query(ctx, `select at, event, level, attempt, message, fields from pgrun.job_timeline($1)`, id)
-	if err != nil {
-		return nil, fmt.Errorf("timeline of job %d: %w", id, err)
+var statuses = []pgrun.JobStatus{pgrun.StatusPending, pgrun.StatusQueued, pgrun.StatusRunning,
+	pgrun.StatusWaiting, pgrun.StatusSucceeded, pgrun.StatusFailed, pgrun.StatusCancelled, pgrun.StatusSkipped}
+
+func newJobListCmd(g *globals) *cobra.Command {
+	var (
+		state, queue, kind string
+		limit              int
+		after              int64
+	)
+	cmd := &cobra.Command{
+		Use:     "list",
+		Short:   "List jobs, newest first (dead letters: --state failed)",
+		Example: "  runner job list --state failed --queue images --limit 20\n  runner job list --after 1200   # the next page: older than job 1200",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if state != "" && !slices.Contains(statuses, pgrun.JobStatus(state)) {
+				return fmt.Errorf("--state %q is not one of %v", state, statuses)
+			}
+			if limit < 1 || limit > pgrun.MaxPageSize {
+				return fmt.Errorf("--limit must be 1 to %d, got %d", pgrun.MaxPageSize, limit)
+			}
+			if after < 0 {
+				return fmt.Errorf("--after %d is negative: give the last id of the previous page", after)
+			}
+			f := pgrun.JobFilter{Queue: queue, Kind: kind, Limit: limit, After: after, Newest: true}
+			if state != "" {
+				f.Status = []pgrun.JobStatus{pgrun.JobStatus(state)}
+			}
+			return g.withClient(func(cmd *cobra.Command, _ []string, c *pgrun.Client) error {
+				jobs, err := c.ListJobs(cmd.Context(), f)
+				if err != nil {
+					return err
+				}
+				tw := table(cmd.OutOrStdout())
+				fmt.Fprintln(tw, "ID\tQUEUE\tKIND\tSTATUS\tATTEMPT\tFAILURES\tAGE\tERROR")
+				for _, j := range jobs {
+					fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", j.ID, j.Queue, j.Kind, j.Status,
+						j.Attempt, j.Failures, ago(j.CreatedAt), errorMessage(j.Error))
+				}
+				if len(jobs) == 0 {
+					fmt.Fprintln(tw, "(no jobs match)")
+				}
+				return tw.Flush()
+			})(cmd, args)
+		},
 	}
-	entries, err := pgx.CollectRows(rows, pgx.RowToStructByName[timelineEntry])
-	if err != nil {
-		return nil, fmt.Errorf("timeline of job %d: %w", id, err)
+	cmd.Flags().StringVar(&state, "state", "", "only jobs in this status")
+	cmd.Flags().StringVar(&queue, "queue", "", "only jobs of this queue")
+	cmd.Flags().StringVar(&kind, "kind", "", "only jobs of this kind")
+	cmd.Flags().IntVar(&limit, "limit", 50, fmt.Sprintf("at most this many (1 to %d)", pgrun.MaxPageSize))
+	cmd.Flags().Int64Var(&after, "after", 0, "page on: only jobs older than this id (the last one listed)")
+	return cmd
+}
+
+func newJobCancelCmd(g *globals) *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "cancel ID",
+		Short: "Cancel a job; a running one has its handler's context cancelled within a second",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return transition(cmd, g, args[0], "cancelled", func(c *pgrun.Client, id int64) (*pgrun.Job, error) {
+				before, err := c.GetJob(cmd.Context(), id)
+				if err != nil {
+					return nil, err
+				}
+				j, err := c.Cancel(cmd.Context(), id, reason)
+				if err == nil {
+					fmt.Fprintf(cmd.OutOrStdout(), "job %d cancelled (was %s)\n", id, before.Status)
+				}
+				return j, err
+			})
+		},
 	}
-	return entries, nil
+	cmd.Flags().StringVar(&reason, "reason", "", "why, for the job's events")
+	return cmd
+}
+
+func newJobRetryCmd(g *globals) *cobra.Command {
+	var queue, kind, since string
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "retry [ID]",
+		Short: "Redrive a failed or cancelled job, or failed jobs in bulk with --queue/--kind/--since",
+		Example: `  runner job retry 42
+  runner job retry --kind resize --queue images --limit 500
+  runner job retry --queue images --since 1h          # what failed in the last hour
+  runner job retry --since 2030-01-02T15:04:05Z`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				if queue != "" || kind != "" || since != "" {
+					return fmt.Errorf("give a job ID or --queue/--kind/--since, not both")
+				}
+				return transition(cmd, g, args[0], "queued again", func(c *pgrun.Client, id int64) (*pgrun.Job, error) {
+					j, err := c.Retry(cmd.Context(), id)
+					if err == nil {
+						fmt.Fprintf(cmd.OutOrStdout(), "job %d queued again\n", id)
+					}
+					return j, err
+				})
+			}
+			if queue == "" && kind == "" && since == "" {
+				return fmt.Errorf("give a job ID, or --kind and/or --queue and/or --since to redrive failed jobs in bulk")
+			}
+			if limit < 1 {
+				return fmt.Errorf("--limit must be at least 1, got %d", limit)
+			}
+			f := pgrun.RetryFilter{Queue: queue, Kind: kind, Max: limit}
+			if since != "" {
+				t, err := parseSince(since, time.Now())
+				if err != nil {
+					return err
+				}
+				f.Since = t
+			}
+			return g.withClient(func(cmd *cobra.Command, _ []string, c *pgrun.Client) error {
+				n, err := c.RetryJobs(cmd.Context(), f)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%d failed jobs queued again\n", n)
+				return nil
+			})(cmd, args)
+		},
+	}
+	cmd.Flags().StringVar(&queue, "queue", "", "bulk: failed jobs of this queue")
+	cmd.Flags().StringVar(&kind, "kind", "", "bulk: failed jobs of this kind")
+	cmd.Flags().StringVar(&since, "since", "", "bulk: failed jobs that failed within this long (1h) or at or after this RFC 3339 time")
+	cmd.Flags().IntVar(&limit, "limit", 1000, "bulk: at most this many")
+	return cmd
+}
+
+// parseSince reads --since: a duration back from now ("90m", "24h") or an RFC 3339
+// time.
+func parseSince(s string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		if d <= 0 {
+			return time.Time{}, fmt.Errorf("--since %s is not positive: give how long back, such as 1h", s)
+		}
+		return now.Add(-d), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("--since %q is neither a duration such as 1h nor an RFC 3339 time such as 2030-01-02T15:04:05Z", s)
+	}
+	return t, nil
+}
+
+// transition runs an operator transition on job idArg and turns the client's
+// sentinel errors into one readable line.
+func transition(cmd *cobra.Command, g *globals, idArg, what string, do func(*pgrun.Client, int64) (*pgrun.Job, error)) error {
+	id, err := parseID(idArg)
+	if err != nil {
+		return err
+	}
+	return g.withClient(func(cmd *cobra.Command, _ []string, c *pgrun.Client) error {
+		j, err := do(c, id)
+		switch {
+		case errors.Is(err, pgrun.ErrNotFound):
+			return fmt.Errorf("job %d does not exist", id)
+		case errors.Is(err, pgrun.ErrFinished), errors.Is(err, pgrun.ErrNotRetryable):
+			return fmt.Errorf("job %d is %s, so it cannot be %s", id, j.Status, what)
+		}
+		return err
+	})(cmd, nil)
 }
 
 // progressBar renders "[#########-----------]  45% 450/1000".

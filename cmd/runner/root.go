@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -66,6 +67,25 @@ func (g *globals) connect(ctx context.Context) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
+// withClient adapts fn into a cobra RunE that connects, binds a pgrun.Client to the
+// pool and closes the pool after: every statement a command sends goes through the
+// client.
+func (g *globals) withClient(fn func(cmd *cobra.Command, args []string, c *pgrun.Client) error) func(*cobra.Command, []string) error {
+	return g.withPool(func(cmd *cobra.Command, args []string, pool *pgxpool.Pool) error {
+		c, err := newClient(pool)
+		if err != nil {
+			return err
+		}
+		return fn(cmd, args, c)
+	})
+}
+
+// newClient binds pool with the engine's defaults (queue "default", pages of
+// pgrun.DefaultPageSize): the CLI passes every choice explicitly.
+func newClient(pool *pgxpool.Pool) (*pgrun.Client, error) {
+	return pgrun.NewClient(pool, pgrun.Config{})
+}
+
 // withPool adapts fn into a cobra RunE that connects first and closes the pool
 // after: the shape of nearly every command.
 func (g *globals) withPool(fn func(cmd *cobra.Command, args []string, pool *pgxpool.Pool) error) func(*cobra.Command, []string) error {
@@ -86,7 +106,9 @@ func newRootCmd() *cobra.Command {
 		Short:         "pgrun: a job and workflow engine inside PostgreSQL",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       buildVersion(),
 	}
+	root.SetVersionTemplate("runner {{.Version}}\n")
 	root.PersistentFlags().StringVar(&g.databaseURL, "database-url", "",
 		"PostgreSQL URL (default $PGRUN_DATABASE_URL, then $DATABASE_URL)")
 	for _, newCmd := range commands {
@@ -113,13 +135,7 @@ func requireSubcommand(c *cobra.Command) {
 		c.SuggestionsMinimumDistance = 2 // cobra's own default, which SuggestionsFor does not apply
 	}
 	c.RunE = func(cmd *cobra.Command, args []string) error {
-		var names []string
-		for _, sub := range cmd.Commands() {
-			if sub.IsAvailableCommand() {
-				names = append(names, sub.Name())
-			}
-		}
-		choose := strings.Join(names, ", ")
+		choose := subcommandNames(cmd)
 		if len(args) == 0 {
 			return fmt.Errorf("%q needs a subcommand: one of %s", cmd.CommandPath(), choose)
 		}
@@ -130,6 +146,44 @@ func requireSubcommand(c *cobra.Command) {
 	}
 }
 
+// subcommandNames lists cmd's subcommands that help shows, as "a, b, c".
+func subcommandNames(cmd *cobra.Command) string {
+	var names []string
+	for _, sub := range cmd.Commands() {
+		if sub.IsAvailableCommand() {
+			names = append(names, sub.Name())
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
 // commands lists the subcommand constructors; each command file adds its own in
 // an init function, so the files stay independent.
 var commands []func(*globals) *cobra.Command
+
+// version is this build's version, set at link time:
+//
+//	go build -ldflags "-X main.version=v1.2.0" ./cmd/runner
+//
+// Empty, buildVersion falls back to the module version the Go toolchain recorded.
+var version string
+
+// buildVersion is what `runner --version` prints and what a runner records in
+// pgrun.workers: the version of the build, then the SQL API version it installs
+// and calls (docs/upgrading.md), as "v1.2.0 (SQL API 3)".
+func buildVersion() string {
+	return fmt.Sprintf("%s (SQL API %d)", moduleVersion(), pgrun.APIVersion())
+}
+
+// moduleVersion is version, else the main module's version from the build info (a
+// tagged `go install` records v1.2.0, a build in a checkout a pseudo-version or
+// "(devel)"), else "devel".
+func moduleVersion() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "devel"
+}

@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
+
+	"github.com/pgrun/pgrun"
 )
 
 func init() { commands = append(commands, newScheduleCmd) }
@@ -17,33 +18,19 @@ func newScheduleCmd(g *globals) *cobra.Command {
 		Use:   "list",
 		Short: "List schedules with their next and last fire times",
 		Args:  cobra.NoArgs,
-		RunE: g.withPool(func(cmd *cobra.Command, _ []string, pool *pgxpool.Pool) error {
-			rows, err := pool.Query(cmd.Context(), `select name, cron, kind, queue, timezone, enabled,
-				next_fire_at, last_fire_at, last_job_id from pgrun.schedules order by name`)
+		RunE: g.withClient(func(cmd *cobra.Command, _ []string, c *pgrun.Client) error {
+			ss, err := c.Schedules(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer rows.Close()
 			tw := table(cmd.OutOrStdout())
 			fmt.Fprintln(tw, "NAME\tCRON\tKIND\tQUEUE\tZONE\tENABLED\tNEXT\tLAST\tLAST JOB")
-			n := 0
-			for rows.Next() {
-				var name, cron, kind, queue, tz string
-				var enabled bool
-				var next, last *time.Time
-				var lastJob *int64
-				if err := rows.Scan(&name, &cron, &kind, &queue, &tz, &enabled, &next, &last, &lastJob); err != nil {
-					return err
-				}
-				n++
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%t\t%s\t%s\t%s\n", name, cron, kind, queue, tz, enabled,
-					orDash(next), orDash(last), orDash(lastJob))
+			for _, s := range ss {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%t\t%s\t%s\t%s\n", s.Name, s.Cron, s.Kind, s.Queue, s.Timezone, s.Enabled,
+					orDash(s.NextFireAt), orDash(s.LastFireAt), orDash(s.LastJobID))
 			}
-			if n == 0 {
+			if len(ss) == 0 {
 				fmt.Fprintln(tw, "(no schedules)")
-			}
-			if err := rows.Err(); err != nil {
-				return err
 			}
 			return tw.Flush()
 		}),
@@ -57,7 +44,7 @@ func newScheduleCmd(g *globals) *cobra.Command {
 		Short:   "Create or replace a schedule",
 		Example: "  runner schedule set nightly-report '0 2 * * *' report '{\"kind\": \"daily\"}' --timezone Europe/Berlin\n  runner schedule set heartbeat '@every 30s' noop",
 		Args:    cobra.RangeArgs(3, 4),
-		RunE: g.withPool(func(cmd *cobra.Command, args []string, pool *pgxpool.Pool) error {
+		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *pgrun.Client) error {
 			raw := "{}"
 			if len(args) == 4 {
 				raw = args[3]
@@ -65,13 +52,12 @@ func newScheduleCmd(g *globals) *cobra.Command {
 			if !json.Valid([]byte(raw)) {
 				return fmt.Errorf("args %q are not valid JSON", raw)
 			}
-			var next time.Time
-			err := pool.QueryRow(cmd.Context(), `select next_fire_at from pgrun.set_schedule($1, $2, $3, $4::jsonb, $5, $6, $7)`,
-				args[0], args[1], args[2], raw, queue, tz, !disabled).Scan(&next)
+			sc, err := c.SetSchedule(cmd.Context(), pgrun.ScheduleSpec{Name: args[0], Cron: args[1], Kind: args[2],
+				Args: json.RawMessage(raw), Queue: queue, Timezone: tz, Disabled: disabled})
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "schedule %s set; next fire %s\n", args[0], next.Local().Format(time.RFC3339))
+			fmt.Fprintf(cmd.OutOrStdout(), "schedule %s set; next fire %s\n", args[0], fireTime(sc.NextFireAt))
 			return nil
 		}),
 	}
@@ -83,8 +69,8 @@ func newScheduleCmd(g *globals) *cobra.Command {
 		Use:   "pause NAME",
 		Short: "Stop a schedule firing; its cron, kind, args, queue and time zone are kept",
 		Args:  cobra.ExactArgs(1),
-		RunE: g.withPool(func(cmd *cobra.Command, args []string, pool *pgxpool.Pool) error {
-			if _, err := pool.Exec(cmd.Context(), `select pgrun.pause_schedule($1)`, args[0]); err != nil {
+		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *pgrun.Client) error {
+			if _, err := c.PauseSchedule(cmd.Context(), args[0]); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "schedule %s paused\n", args[0])
@@ -95,13 +81,12 @@ func newScheduleCmd(g *globals) *cobra.Command {
 		Use:   "resume NAME",
 		Short: "Let a paused schedule fire again from its next slot (missed slots are skipped)",
 		Args:  cobra.ExactArgs(1),
-		RunE: g.withPool(func(cmd *cobra.Command, args []string, pool *pgxpool.Pool) error {
-			var next time.Time
-			err := pool.QueryRow(cmd.Context(), `select next_fire_at from pgrun.resume_schedule($1)`, args[0]).Scan(&next)
+		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *pgrun.Client) error {
+			sc, err := c.ResumeSchedule(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "schedule %s resumed; next fire %s\n", args[0], next.Local().Format(time.RFC3339))
+			fmt.Fprintf(cmd.OutOrStdout(), "schedule %s resumed; next fire %s\n", args[0], fireTime(sc.NextFireAt))
 			return nil
 		}),
 	})
@@ -109,8 +94,8 @@ func newScheduleCmd(g *globals) *cobra.Command {
 		Use:   "rm NAME",
 		Short: "Remove a schedule",
 		Args:  cobra.ExactArgs(1),
-		RunE: g.withPool(func(cmd *cobra.Command, args []string, pool *pgxpool.Pool) error {
-			if _, err := pool.Exec(cmd.Context(), `select pgrun.drop_schedule($1)`, args[0]); err != nil {
+		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *pgrun.Client) error {
+			if err := c.DropSchedule(cmd.Context(), args[0]); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "schedule %s removed\n", args[0])
@@ -118,4 +103,12 @@ func newScheduleCmd(g *globals) *cobra.Command {
 		}),
 	})
 	return cmd
+}
+
+// fireTime renders a schedule's next fire time, "-" when it has none (disabled).
+func fireTime(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.Local().Format(time.RFC3339)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pgrun/pgrun/metrics"
 	"github.com/pgrun/pgrun/ui"
 )
 
@@ -33,6 +34,10 @@ notifications; with actions (cancel, retry, pause, resume, worker control) unles
 --read-only. It binds 127.0.0.1 by default and refuses any other address without
 --auth or --auth-token. Connect as a role that can read pgrun (read-only) or as a
 member of pgrun_admin (actions): see docs/ui.md.
+
+It also serves Prometheus metrics at /metrics, behind the same authentication: the
+queue gauges read from the database at each scrape (docs/metrics.md); the job
+counters are a runner's, on runner work --metrics-addr.
 
 The credentials may come from the environment instead of the command line (where
 other users of the host can see them): PGRUN_UI_AUTH=basic:USER:PASSWORD and
@@ -62,6 +67,7 @@ PGRUN_UI_TOKEN=TOKEN.`,
 				return err
 			}
 			defer pool.Close()
+			opts.Metrics = metrics.New(pool).Handler()
 			h, err := ui.New(pool, opts)
 			if err != nil {
 				return err
@@ -77,7 +83,7 @@ PGRUN_UI_TOKEN=TOKEN.`,
 			if readOnly {
 				mode = "read-only"
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "dashboard on http://%s (%s); Ctrl-C stops it\n", ln.Addr(), mode)
+			fmt.Fprintf(cmd.OutOrStdout(), "dashboard on http://%s (%s), metrics on /metrics; Ctrl-C stops it\n", ln.Addr(), mode)
 			done := make(chan error, 1)
 			go func() { done <- srv.Serve(ln) }()
 			select {

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/pgrun/pgrun"
@@ -24,7 +23,7 @@ func newWorkflowCmd(g *globals) *cobra.Command {
 		Use:   "define FILE.json",
 		Short: `Check and store a workflow ({"name": ..., "nodes": [...]}); prints its version`,
 		Args:  cobra.ExactArgs(1),
-		RunE: g.withPool(func(cmd *cobra.Command, args []string, pool *pgxpool.Pool) error {
+		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *pgrun.Client) error {
 			raw, err := os.ReadFile(args[0])
 			if err != nil {
 				return err
@@ -41,7 +40,7 @@ func newWorkflowCmd(g *globals) *cobra.Command {
 				wf = strings.TrimSuffix(filepath.Base(args[0]), filepath.Ext(args[0]))
 			}
 			delete(spec, "name")
-			v, err := pgrun.DefineWorkflow(cmd.Context(), pool, wf, spec)
+			v, err := c.DefineWorkflow(cmd.Context(), wf, spec)
 			if err != nil {
 				return err
 			}
@@ -56,7 +55,7 @@ func newWorkflowCmd(g *globals) *cobra.Command {
 		Use:   "start NAME [INPUT_JSON]",
 		Short: "Start a run of a workflow's newest version",
 		Args:  cobra.RangeArgs(1, 2),
-		RunE: g.withPool(func(cmd *cobra.Command, args []string, pool *pgxpool.Pool) error {
+		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *pgrun.Client) error {
 			input := json.RawMessage("{}")
 			if len(args) == 2 {
 				input = json.RawMessage(args[1])
@@ -64,7 +63,7 @@ func newWorkflowCmd(g *globals) *cobra.Command {
 					return fmt.Errorf("input %q is not valid JSON", args[1])
 				}
 			}
-			r, err := pgrun.StartRun(cmd.Context(), pool, args[0], input, uniqueKey)
+			r, err := c.StartRun(cmd.Context(), args[0], input, uniqueKey)
 			if err != nil {
 				return err
 			}
@@ -78,12 +77,12 @@ func newWorkflowCmd(g *globals) *cobra.Command {
 		Use:   "status RUN",
 		Short: "Draw a run's DAG with each node's state",
 		Args:  cobra.ExactArgs(1),
-		RunE: g.withPool(func(cmd *cobra.Command, args []string, pool *pgxpool.Pool) error {
+		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *pgrun.Client) error {
 			id, err := parseRunID(args[0])
 			if err != nil {
 				return err
 			}
-			return drawRun(cmd, pool, id)
+			return drawRun(cmd, c, id)
 		}),
 	}
 
@@ -92,12 +91,12 @@ func newWorkflowCmd(g *globals) *cobra.Command {
 		Use:   "cancel RUN",
 		Short: "Cancel a run and every unfinished node",
 		Args:  cobra.ExactArgs(1),
-		RunE: g.withPool(func(cmd *cobra.Command, args []string, pool *pgxpool.Pool) error {
+		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *pgrun.Client) error {
 			id, err := parseRunID(args[0])
 			if err != nil {
 				return err
 			}
-			r, err := pgrun.CancelRun(cmd.Context(), pool, id, reason)
+			r, err := c.CancelRun(cmd.Context(), id, reason)
 			switch {
 			case errors.Is(err, pgrun.ErrRunNotFound):
 				return fmt.Errorf("run %d does not exist", id)
@@ -116,7 +115,7 @@ func newWorkflowCmd(g *globals) *cobra.Command {
 		Use:   "input RUN NODE JSON",
 		Short: "Submit the payload an input node waits for (kept if the node is not reached yet)",
 		Args:  cobra.ExactArgs(3),
-		RunE: g.withPool(func(cmd *cobra.Command, args []string, pool *pgxpool.Pool) error {
+		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *pgrun.Client) error {
 			id, err := parseRunID(args[0])
 			if err != nil {
 				return err
@@ -124,7 +123,7 @@ func newWorkflowCmd(g *globals) *cobra.Command {
 			if !json.Valid([]byte(args[2])) {
 				return fmt.Errorf("payload %q is not valid JSON", args[2])
 			}
-			now, err := pgrun.SubmitInput(cmd.Context(), pool, id, args[1], json.RawMessage(args[2]))
+			now, err := c.SubmitInput(cmd.Context(), id, args[1], json.RawMessage(args[2]))
 			if errors.Is(err, pgrun.ErrRunNotFound) {
 				return fmt.Errorf("run %d does not exist", id)
 			}
@@ -139,7 +138,29 @@ func newWorkflowCmd(g *globals) *cobra.Command {
 			return nil
 		}),
 	}
-	cmd.AddCommand(define, start, status, cancel, input)
+	retry := &cobra.Command{
+		Use:   "retry RUN",
+		Short: "Redrive a failed or cancelled run: its failed and cancelled nodes run again",
+		Args:  cobra.ExactArgs(1),
+		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *pgrun.Client) error {
+			id, err := parseRunID(args[0])
+			if err != nil {
+				return err
+			}
+			r, err := c.RetryRun(cmd.Context(), id)
+			switch {
+			case errors.Is(err, pgrun.ErrRunNotFound):
+				return fmt.Errorf("run %d does not exist", id)
+			case errors.Is(err, pgrun.ErrNotRetryable):
+				return fmt.Errorf("run %d is %s: only failed and cancelled runs can be retried", id, r.Status)
+			case err != nil:
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "run %d %s again\n", id, r.Status)
+			return nil
+		}),
+	}
+	cmd.AddCommand(define, start, status, input, cancel, retry)
 	return cmd
 }
 
@@ -153,16 +174,16 @@ func parseRunID(s string) (int64, error) {
 
 // drawRun prints the run's DAG: nodes by depth (a node sits one level below its
 // deepest dependency), each with its state and what it waits on.
-func drawRun(cmd *cobra.Command, pool *pgxpool.Pool, id int64) error {
+func drawRun(cmd *cobra.Command, c *pgrun.Client, id int64) error {
 	ctx := cmd.Context()
-	r, err := pgrun.GetRun(ctx, pool, id)
+	r, err := c.GetRun(ctx, id)
 	if errors.Is(err, pgrun.ErrRunNotFound) {
 		return fmt.Errorf("run %d does not exist", id)
 	}
 	if err != nil {
 		return err
 	}
-	nodes, err := pgrun.RunNodes(ctx, pool, id)
+	nodes, err := c.RunNodes(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -173,11 +194,11 @@ func drawRun(cmd *cobra.Command, pool *pgxpool.Pool, id int64) error {
 			Input bool     `json:"input"`
 		} `json:"nodes"`
 	}
-	var raw []byte
-	if err := pool.QueryRow(ctx, `select spec from pgrun.workflows where name = $1 and version = $2`, r.Workflow, r.Version).Scan(&raw); err != nil {
+	wf, err := c.Workflow(ctx, r.Workflow, r.Version)
+	if err != nil {
 		return err
 	}
-	if err := json.Unmarshal(raw, &spec); err != nil {
+	if err := json.Unmarshal(wf.Spec, &spec); err != nil {
 		return err
 	}
 	deps := map[string][]string{}

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pgrun/pgrun"
+)
+
+func init() { commands = append(commands, newQueueCmd) }
+
+// newQueueCmd lists queues, pauses and resumes them and sets their policy
+// (pgrun.set_queue, sql/functions/50_queues.sql).
+func newQueueCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "queue", Short: "List queues, pause or resume them, set their limits and defaults"}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "list",
+		Short: "List every queue with its settings (counts: runner status)",
+		Args:  cobra.NoArgs,
+		RunE: g.withClient(func(cmd *cobra.Command, _ []string, c *pgrun.Client) error {
+			qs, err := c.QueuePolicies(cmd.Context())
+			if err != nil {
+				return err
+			}
+			tw := table(cmd.OutOrStdout())
+			fmt.Fprintln(tw, "QUEUE\tPAUSED\tMAX RUNNING\tRATE\tPER KEY\tLEASE\tTIMEOUT\tATTEMPTS\tRETENTION\tEPHEMERAL")
+			for _, q := range qs {
+				rate := "-"
+				if q.RateLimit != nil {
+					rate = fmt.Sprintf("%d/%s", *q.RateLimit, orDash(q.RatePeriod))
+				}
+				fmt.Fprintf(tw, "%s\t%t\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%t\n", q.Name, q.Paused, orDash(q.MaxRunning), rate,
+					orDash(q.ConcurrencyLimit), orDash(q.DefaultLease), orDash(q.DefaultTimeout), orDash(q.DefaultMaxAttempts),
+					orDash(q.Retention), q.Ephemeral)
+			}
+			if len(qs) == 0 {
+				fmt.Fprintln(tw, "(no queues yet)")
+			}
+			return tw.Flush()
+		}),
+	})
+	for _, verb := range []string{"pause", "resume"} {
+		cmd.AddCommand(&cobra.Command{
+			Use:   verb + " QUEUE",
+			Short: verb + " claims from a queue",
+			Args:  cobra.ExactArgs(1),
+			RunE: g.withClient(func(cmd *cobra.Command, args []string, c *pgrun.Client) error {
+				do := c.PauseQueue
+				if verb == "resume" {
+					do = c.ResumeQueue
+				}
+				q, err := do(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				state := "running"
+				if q.Paused {
+					state = "paused"
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "queue %s %s\n", args[0], state)
+				return nil
+			}),
+		})
+	}
+	cmd.AddCommand(newQueueSetCmd(g))
+	return cmd
+}
+
+// queueSettingFlags are the flags of `queue set` that change something.
+var queueSettingFlags = []string{"max-running", "rate-limit", "rate-period", "concurrency-limit", "default-lease",
+	"default-timeout", "default-max-attempts", "backoff-base", "backoff-max", "retention", "archive", "warm-wait",
+	"ephemeral", "reset"}
+
+// newQueueSetCmd is pgrun.set_queue: a flag left out keeps the queue's value,
+// --reset clears settings back to no limit or the engine's default, and the engine
+// checks every value (22023 with a hint).
+func newQueueSetCmd(g *globals) *cobra.Command {
+	var (
+		s                                               pgrun.QueueSettings
+		maxRunning, rateLimit, concurrency, maxAttempts int
+		ratePeriod, lease, timeout                      time.Duration
+		backoffBase, backoffMax, retention, warmWait    time.Duration
+		archive, ephemeral                              bool
+	)
+	cmd := &cobra.Command{
+		Use:   "set QUEUE",
+		Short: "Set a queue's limits and defaults (creating it); flags left out keep their value",
+		Long: `set changes a queue's policy with pgrun.set_queue and prints it. Only the flags
+given change; --reset names settings to clear (back to no limit or the engine's
+default), by their column names. The queue is created if no job used it yet.
+sql/functions/50_queues.sql says what each setting means.`,
+		Example: `  runner queue set images --max-running 4 --rate-limit 100 --rate-period 1m
+  runner queue set tenants --concurrency-limit 2 --default-timeout 10m
+  runner queue set logs --ephemeral --retention 1h
+  runner queue set images --reset max_running,rate_limit`,
+		Args: cobra.ExactArgs(1),
+		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *pgrun.Client) error {
+			set := cmd.Flags().Changed
+			pick := func(name string, v int) *int {
+				if !set(name) {
+					return nil
+				}
+				return &v
+			}
+			pickD := func(name string, v time.Duration) *time.Duration {
+				if !set(name) {
+					return nil
+				}
+				return &v
+			}
+			pickB := func(name string, v bool) *bool {
+				if !set(name) {
+					return nil
+				}
+				return &v
+			}
+			s.MaxRunning, s.RateLimit = pick("max-running", maxRunning), pick("rate-limit", rateLimit)
+			s.ConcurrencyLimit, s.DefaultMaxAttempts = pick("concurrency-limit", concurrency), pick("default-max-attempts", maxAttempts)
+			s.RatePeriod, s.DefaultLease, s.DefaultTimeout = pickD("rate-period", ratePeriod), pickD("default-lease", lease), pickD("default-timeout", timeout)
+			s.BackoffBase, s.BackoffMax = pickD("backoff-base", backoffBase), pickD("backoff-max", backoffMax)
+			s.Retention, s.WarmWait = pickD("retention", retention), pickD("warm-wait", warmWait)
+			s.Archive, s.Ephemeral = pickB("archive", archive), pickB("ephemeral", ephemeral)
+			if !slices.ContainsFunc(queueSettingFlags, set) {
+				return fmt.Errorf("give at least one setting to change, or --reset (see runner queue set --help)")
+			}
+			q, err := c.SetQueue(cmd.Context(), args[0], s)
+			if err != nil {
+				return err
+			}
+			tw := table(cmd.OutOrStdout())
+			fmt.Fprintf(tw, "queue\t%s\n", q.Name)
+			fmt.Fprintf(tw, "paused\t%t\n", q.Paused)
+			fmt.Fprintf(tw, "max running\t%s\n", orDash(q.MaxRunning))
+			fmt.Fprintf(tw, "rate limit\t%s per %s\n", orDash(q.RateLimit), orDash(q.RatePeriod))
+			fmt.Fprintf(tw, "concurrency limit\t%s\n", orDash(q.ConcurrencyLimit))
+			fmt.Fprintf(tw, "default lease\t%s\n", orDash(q.DefaultLease))
+			fmt.Fprintf(tw, "default timeout\t%s\n", orDash(q.DefaultTimeout))
+			fmt.Fprintf(tw, "default max attempts\t%s\n", orDash(q.DefaultMaxAttempts))
+			fmt.Fprintf(tw, "backoff\t%s to %s\n", orDash(q.BackoffBase), orDash(q.BackoffMax))
+			fmt.Fprintf(tw, "retention\t%s (archive %t)\n", orDash(q.Retention), q.Archive)
+			fmt.Fprintf(tw, "warm wait\t%s\n", orDash(q.WarmWait))
+			fmt.Fprintf(tw, "ephemeral\t%t\n", q.Ephemeral)
+			return tw.Flush()
+		}),
+	}
+	f := cmd.Flags()
+	f.IntVar(&maxRunning, "max-running", 0, "at most this many of the queue's jobs run at once, across runners")
+	f.IntVar(&rateLimit, "rate-limit", 0, "at most this many starts per --rate-period")
+	f.DurationVar(&ratePeriod, "rate-period", 0, "the period of --rate-limit (default 1s)")
+	f.IntVar(&concurrency, "concurrency-limit", 0, "at most this many running jobs per concurrency key")
+	f.DurationVar(&lease, "default-lease", 0, "claim lease when the claimer passes none (at least 15s)")
+	f.DurationVar(&timeout, "default-timeout", 0, "time limit of jobs enqueued without one (0: none)")
+	f.IntVar(&maxAttempts, "default-max-attempts", 0, "max attempts of jobs enqueued without their own")
+	f.DurationVar(&backoffBase, "backoff-base", 0, "first retry delay (default 1s)")
+	f.DurationVar(&backoffMax, "backoff-max", 0, "longest retry delay (default 1h)")
+	f.DurationVar(&retention, "retention", 0, "how long finished jobs are kept")
+	f.BoolVar(&archive, "archive", false, "move pruned jobs to pgrun.jobs_archive instead of deleting them")
+	f.DurationVar(&warmWait, "warm-wait", 0, "how long a job is left for a worker with its model warm (default 5s)")
+	f.BoolVar(&ephemeral, "ephemeral", false, "delete jobs as they succeed (no history kept)")
+	f.StringSliceVar(&s.Reset, "reset", nil, "settings to clear, by column name (max_running,rate_limit,...)")
+	return cmd
+}
