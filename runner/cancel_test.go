@@ -3,6 +3,9 @@ package runner_test
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -223,3 +226,87 @@ func TestCancelStopsRunningHandlersAndIgnoresWhatTheyReturn(t *testing.T) {
 	require.Zero(t, failures, "a late error was counted as a failure")
 	require.Zero(t, others, "a late outcome wrote an event (failed, requeued...)")
 }
+
+// A job can be claimed before the runner's LISTEN connection is in place (Run
+// starts both at once; a slow or reconnecting listener widens the window), and a
+// cancel sent then is heard by nobody. The runner confirms every job it holds once
+// its listener connects, so the handler stops then, not at the next lease renewal
+// (an hour's lease here: renewal comes after twenty minutes). The listener goes
+// through a gate that holds its connection until the job was cancelled.
+func TestCancelSentBeforeTheListenerConnectedStopsTheHandler(t *testing.T) {
+	b := testkit.Setup(t)
+	gate := newHeldProxy(t, b.URL)
+	r := testkit.NewBareRunner(b.Pool, runner.Config{Lease: time.Hour, MaintenanceInterval: -1,
+		PollInterval: 20 * time.Millisecond, ListenURL: gate.url})
+	started, stopped := make(chan int64, 1), make(chan error, 1)
+	testkit.Handle(t, r, "long", func(ctx context.Context, j *runner.Job[struct{}]) (any, error) {
+		started <- j.ID
+		<-ctx.Done()
+		stopped <- context.Cause(ctx)
+		return nil, ctx.Err()
+	})
+	job, err := pgrun.Enqueue(b.Ctx, b.Pool, "long", nil)
+	require.NoError(t, err)
+	testkit.StartRunner(t, r)
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the long job did not start")
+	}
+	_, err = pgrun.Cancel(b.Ctx, b.Pool, job.ID, "before anyone listened")
+	require.NoError(t, err)
+	select {
+	case cause := <-stopped:
+		t.Fatalf("the handler stopped (%v) before the listener could connect", cause)
+	default:
+	}
+	gate.open()
+	select {
+	case cause := <-stopped:
+		require.ErrorIs(t, cause, runner.ErrJobCancelled)
+	case <-time.After(15 * time.Second):
+		t.Fatal("the handler was not stopped once the listener connected")
+	}
+}
+
+// heldProxy forwards TCP connections to a PostgreSQL server only once opened: until
+// then a connection through it waits, as a LISTEN connection that is slow to come up.
+type heldProxy struct {
+	url     string
+	release chan struct{}
+}
+
+func newHeldProxy(t *testing.T, dbURL string) *heldProxy {
+	t.Helper()
+	u, err := url.Parse(dbURL)
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	p := &heldProxy{release: make(chan struct{})}
+	target := u.Host
+	u.Host = ln.Addr().String()
+	p.url = u.String()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				<-p.release
+				s, err := net.Dial("tcp", target)
+				if err != nil {
+					return
+				}
+				defer s.Close()
+				go io.Copy(s, c)
+				io.Copy(c, s)
+			}()
+		}
+	}()
+	return p
+}
+
+func (p *heldProxy) open() { close(p.release) }

@@ -36,22 +36,7 @@ func (r *Runner) listen(ctx context.Context) {
 		ReconnectDelay: listenReconnectDelay,
 	}
 	l.Handle(pgrun.ChannelJobs, backlogWaker{r: r})
-	l.Handle(pgrun.ChannelCancel, pgxlisten.HandlerFunc(
-		func(_ context.Context, n *pgconn.Notification, _ *pgx.Conn) error {
-			// Payload "id:attempt" (a bare id means whichever attempt runs here). It
-			// is only a hint: the confirmer checks the database before acting.
-			idPart, attPart, _ := strings.Cut(n.Payload, ":")
-			id, err := strconv.ParseInt(idPart, 10, 64)
-			if err != nil || id <= 0 {
-				return nil
-			}
-			attempt, err := strconv.Atoi(attPart)
-			if attPart != "" && (err != nil || attempt < 1) {
-				return nil
-			}
-			r.notifyCancel(cancelKey{id: id, attempt: attempt})
-			return nil
-		}))
+	l.Handle(pgrun.ChannelCancel, cancelHearer{r: r})
 	_ = l.Listen(ctx)
 }
 
@@ -70,4 +55,57 @@ func (w backlogWaker) HandleBacklog(context.Context, string, *pgx.Conn) error {
 	w.r.down.ok(time.Now())
 	w.r.wakeAll()
 	return nil
+}
+
+// cancelHearer queues each cancel notification for the confirmer and, when the
+// listener (re)connects, has every job this runner holds confirmed at once: a job
+// cancelled before LISTEN was in place (at start, or while the listener reconnected)
+// sent a notification nobody heard, and without this its handler would run on until
+// the next lease renewal instead of stopping within a second.
+type cancelHearer struct{ r *Runner }
+
+func (h cancelHearer) HandleNotification(_ context.Context, n *pgconn.Notification, _ *pgx.Conn) error {
+	// Payload "id:attempt" (a bare id means whichever attempt runs here). It is only
+	// a hint: the confirmer checks the database before acting.
+	idPart, attPart, _ := strings.Cut(n.Payload, ":")
+	id, err := strconv.ParseInt(idPart, 10, 64)
+	if err != nil || id <= 0 {
+		return nil
+	}
+	attempt, err := strconv.Atoi(attPart)
+	if attPart != "" && (err != nil || attempt < 1) {
+		return nil
+	}
+	h.r.notifyCancel(cancelKey{id: id, attempt: attempt})
+	return nil
+}
+
+func (h cancelHearer) HandleBacklog(ctx context.Context, _ string, _ *pgx.Conn) error {
+	held := h.r.heldKeys()
+	for len(held) > 0 {
+		n := min(len(held), 1000)
+		h.r.confirm(ctx, held[:n])
+		held = held[n:]
+	}
+	return nil
+}
+
+// heldKeys names every attempt this runner holds: running and waiting in a buffer.
+func (r *Runner) heldKeys() []cancelKey {
+	r.mu.Lock()
+	keys := make([]cancelKey, 0, len(r.running))
+	for id, e := range r.running {
+		keys = append(keys, cancelKey{id: id, attempt: e.job.Attempt})
+	}
+	fetchers := make([]*fetcher, 0, len(r.fetchers))
+	for _, f := range r.fetchers {
+		fetchers = append(fetchers, f)
+	}
+	r.mu.Unlock()
+	for _, f := range fetchers {
+		for _, j := range f.bufferedJobs() {
+			keys = append(keys, cancelKey{id: j.ID, attempt: j.Attempt})
+		}
+	}
+	return keys
 }
