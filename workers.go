@@ -53,6 +53,9 @@ type Worker struct {
 	// Kinds it has handlers for; nil: any.
 	Kinds   []string `db:"kinds"`
 	Running int64    `db:"running"` // jobs it holds
+	// Liveness is "live" (Alive), "stopped" (it said so at shutdown) or "dead"
+	// (silent for three cadences, or flagged), whether or not it held jobs.
+	Liveness string `db:"liveness"`
 }
 
 // SetWorkerControl sets the mode of host's runners for queue ("*": every queue; the

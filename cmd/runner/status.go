@@ -3,190 +3,183 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
+
+	"github.com/pgrun/pgrun/internal/sqlapi"
+	"github.com/pgrun/pgrun/internal/top"
 )
 
 func init() { commands = append(commands, newStatusCmd) }
 
-// queueRow is one row of pgrun.queue_stats.
-type queueRow struct {
-	Queue           string         `db:"queue" json:"queue"`
-	Paused          bool           `db:"paused" json:"paused"`
-	Queued          int64          `db:"queued" json:"queued"`
-	Scheduled       int64          `db:"scheduled" json:"scheduled"`
-	Running         int64          `db:"running" json:"running"`
-	Pending         int64          `db:"pending" json:"pending"`
-	Waiting         int64          `db:"waiting" json:"waiting"`
-	OldestQueuedAge *time.Duration `db:"oldest_queued_age" json:"oldest_queued_age_seconds"`
-	Succeeded1m     int64          `db:"succeeded_1m" json:"succeeded_1m"`
-	Failed1m        int64          `db:"failed_1m" json:"failed_1m"`
-	Cancelled1m     int64          `db:"cancelled_1m" json:"cancelled_1m"`
-	// Unhandled counts the queue's due jobs of kinds no live worker handles: they
-	// wait for a deploy, not for capacity.
-	Unhandled int64 `db:"unhandled" json:"unhandled"`
-	// Estimated is true when a number of the row is an estimate (over
-	// pgrun.stats_exact_limit(), counts are sampled): they print with a "~".
-	Estimated bool `db:"estimated" json:"estimated"`
-}
+// queueRow is one queue's line of the report (internal/top reads it).
+type queueRow = top.Queue
 
-// queueStatsQuery reads pgrun.queue_stats. unhandled is read by name through
-// to_jsonb so that this build still reports on a schema from before the column
-// existed (it reads 0 there) instead of failing.
-const queueStatsQuery = `select queue, paused, queued, scheduled, running, pending, waiting,
-	oldest_queued_age, succeeded_1m, failed_1m, cancelled_1m,
-	coalesce((to_jsonb(s) ->> 'unhandled')::bigint, 0) as unhandled,
-	coalesce((to_jsonb(s) ->> 'estimated')::boolean, false) as estimated
-	from pgrun.queue_stats s order by queue`
+// unhandledLines flags, one line per queue, due jobs that no live worker serves or
+// whose kinds none handles.
+func unhandledLines(queues []queueRow) []string { return top.Warnings(queues) }
 
-// unhandledLines warns, one line per queue, about due jobs no live worker handles.
-func unhandledLines(queues []queueRow) []string {
-	var lines []string
-	for _, q := range queues {
-		switch {
-		case q.Unhandled == 1:
-			lines = append(lines, fmt.Sprintf("%s: 1 queued job of a kind no live worker handles", q.Queue))
-		case q.Unhandled > 1:
-			lines = append(lines, fmt.Sprintf("%s: %d queued jobs of kinds no live worker handles", q.Queue, q.Unhandled))
-		}
-	}
-	return lines
-}
-
-// workerRow is one row of pgrun.worker_status.
-type workerRow struct {
-	ID       string    `db:"id" json:"id"`
-	Host     string    `db:"host" json:"host"`
-	PID      int32     `db:"pid" json:"pid"`
-	State    string    `db:"state" json:"state"`
-	Queues   []string  `db:"queues" json:"queues"`
-	Models   []string  `db:"models" json:"models"`
-	LastSeen time.Time `db:"last_seen" json:"last_seen"`
-	Running  int64     `db:"running" json:"running"`
+// hostRow is one host's latest hardware sample (pgrun.host_status).
+type hostRow struct {
+	Host     string      `db:"host" json:"host"`
+	At       time.Time   `db:"at" json:"at"`
+	CPUPct   float32     `db:"cpu_pct" json:"cpu_pct"`
+	MemUsed  int64       `db:"mem_used" json:"mem_used"`
+	MemTotal int64       `db:"mem_total" json:"mem_total"`
+	GPUs     []gpuSample `db:"gpus" json:"gpus"`
 }
 
 func newStatusCmd(g *globals) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Show each queue (jobs by state, oldest wait, last minute's throughput) and the workers",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Short: "Show each queue (jobs by state, oldest wait, throughput over 10 s and 1 min, live workers), the workers and the hosts",
+		Long: `status prints one line per queue: jobs by state, the age of the oldest due job,
+the live workers serving it, and the jobs finished per second over the last 10
+seconds and over the last minute (each column says which). A queue whose due jobs
+no live worker serves, or whose kinds no live worker handles, is flagged below the
+table. Workers follow, live first; a worker silent for three heartbeat cadences is
+listed as dead (whether or not it held jobs) and one that shut down as stopped.
+runner top shows the same, live.`,
+		Args: cobra.NoArgs,
+		RunE: g.withPool(func(cmd *cobra.Command, _ []string, pool *pgxpool.Pool) error {
 			ctx := cmd.Context()
-			pool, err := g.connect(ctx)
+			queues, err := top.ReadQueues(ctx, pool)
 			if err != nil {
 				return err
 			}
-			defer pool.Close()
-			rows, err := pool.Query(ctx, queueStatsQuery)
+			workers, err := top.ReadWorkers(ctx, pool)
 			if err != nil {
 				return err
 			}
-			queues, err := pgx.CollectRows(rows, pgx.RowToStructByName[queueRow])
+			rows, err := pool.Query(ctx, sqlapi.StatusHosts)
 			if err != nil {
 				return err
 			}
-			rows, err = pool.Query(ctx, `select id, host, pid, state, queues, models, last_seen, running
-				from pgrun.worker_status order by id`)
-			if err != nil {
-				return err
-			}
-			workers, err := pgx.CollectRows(rows, pgx.RowToStructByName[workerRow])
+			hosts, err := pgx.CollectRows(rows, pgx.RowToStructByName[hostRow])
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				for i := range queues {
-					if d := queues[i].OldestQueuedAge; d != nil {
-						s := time.Duration(d.Seconds()) // JSON carries seconds
-						queues[i].OldestQueuedAge = &s
-					}
-				}
 				enc := json.NewEncoder(out)
 				enc.SetIndent("", "  ")
-				return enc.Encode(map[string]any{"queues": queues, "workers": workers})
+				return enc.Encode(map[string]any{"queues": queues, "workers": workers,
+					"warnings": nonNil(top.Warnings(queues)), "hosts": hosts})
 			}
-			tw := table(out)
-			fmt.Fprintln(tw, "QUEUE\tQUEUED\tSCHEDULED\tRUNNING\tPENDING\tWAITING\tOLDEST\tDONE/1m\tFAILED/1m\tJOBS/s (1m avg)")
-			estimated := false
-			for _, q := range queues {
-				// A large count is what gets estimated; the small ones beside it are exact.
-				n := func(v int64) string {
-					if q.Estimated && v > 10000 {
-						estimated = true
-						return fmt.Sprintf("~%d", v)
-					}
-					return fmt.Sprint(v)
-				}
-				name := q.Queue
-				if q.Paused {
-					name += " (paused)"
-				}
-				oldest := "-"
-				if q.OldestQueuedAge != nil {
-					oldest = age(*q.OldestQueuedAge)
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\n", name, n(q.Queued), n(q.Scheduled),
-					n(q.Running), n(q.Pending), n(q.Waiting), oldest, n(q.Succeeded1m), n(q.Failed1m),
-					float64(q.Succeeded1m+q.Failed1m)/60)
-			}
-			if estimated {
-				fmt.Fprintln(tw, "(~: estimated; counts over 10,000 are sampled)")
-			}
-			if len(queues) == 0 {
-				fmt.Fprintln(tw, "(no queues yet)")
-			}
-			if lines := unhandledLines(queues); len(lines) > 0 {
-				fmt.Fprintln(tw)
-				for _, l := range lines {
-					fmt.Fprintln(tw, l)
-				}
-			}
-			fmt.Fprintln(tw)
-			fmt.Fprintln(tw, "WORKER\tSTATE\tQUEUES\tRUNNING\tLAST SEEN")
-			for _, w := range workers {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s ago\n", w.ID, w.State, strings.Join(w.Queues, ","), w.Running, ago(w.LastSeen))
-			}
-			if len(workers) == 0 {
-				fmt.Fprintln(tw, "(no workers registered)")
-			}
-			fmt.Fprintln(tw)
-			fmt.Fprintln(tw, "HOST\tCPU\tMEMORY\tGPUS\tSAMPLED")
-			hosts, err := pool.Query(ctx, `select host, at, coalesce(cpu_pct, 0), coalesce(mem_used, 0),
-				coalesce(mem_total, 0), gpus from pgrun.host_status order by host`)
-			if err != nil {
-				return err
-			}
-			defer hosts.Close()
-			n := 0
-			for hosts.Next() {
-				var host string
-				var at time.Time
-				var cpu float32
-				var used, total int64
-				var gpus []gpuSample
-				if err := hosts.Scan(&host, &at, &cpu, &used, &total, &gpus); err != nil {
-					return err
-				}
-				n++
-				fmt.Fprintf(tw, "%s\t%.0f%%\t%.1f/%.1f GiB\t%s\t%s ago\n", host, cpu,
-					float64(used)/(1<<30), float64(total)/(1<<30), describeGPUs(gpus), ago(at))
-			}
-			if n == 0 {
-				fmt.Fprintln(tw, "(no hardware samples)")
-			}
-			if err := hosts.Err(); err != nil {
-				return err
-			}
-			return tw.Flush()
-		},
+			return printStatus(out, queues, workers, hosts)
+		}),
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// printStatus writes the report for a person.
+func printStatus(out io.Writer, queues []queueRow, workers []top.Worker, hosts []hostRow) error {
+	tw := table(out)
+	fmt.Fprintln(tw, "QUEUE\tQUEUED\tSCHEDULED\tRUNNING\tPENDING\tWAITING\tOLDEST\tWORKERS\tDONE/FAILED last 10s\tJOBS/s last 10s\tDONE/FAILED last 1m\tJOBS/s last 1m")
+	estimated := false
+	for _, q := range queues {
+		n := func(v int64) string {
+			s := top.Count(q, v)
+			estimated = estimated || strings.HasPrefix(s, "~")
+			return s
+		}
+		name := q.Queue
+		if q.Paused {
+			name += " (paused)"
+		}
+		oldest := "-"
+		if q.OldestQueuedAge != nil {
+			oldest = age(*q.OldestQueuedAge)
+		}
+		mark := func(est bool) string {
+			if est {
+				estimated = true
+				return "~"
+			}
+			return ""
+		}
+		m10, m1 := mark(q.Estimated10s), mark(q.Estimated && q.Succeeded1m+q.Failed1m > 10000)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s%d/%d\t%s%.1f\t%s%d/%d\t%s%.1f\n", name, n(q.Queued), n(q.Scheduled),
+			n(q.Running), n(q.Pending), n(q.Waiting), oldest, q.LiveWorkers,
+			m10, q.Succeeded10s, q.Failed10s, m10, q.JobsPerSec10s, m1, q.Succeeded1m, q.Failed1m, m1, q.JobsPerSec1m)
+	}
+	if estimated {
+		fmt.Fprintln(tw, "(~: estimated; counts over 10,000 are sampled)")
+	}
+	if len(queues) == 0 {
+		fmt.Fprintln(tw, "(no queues yet)")
+	}
+	if lines := top.Warnings(queues); len(lines) > 0 {
+		fmt.Fprintln(tw)
+		for _, l := range lines {
+			fmt.Fprintln(tw, l)
+		}
+	}
+
+	// Workers: the live in one table, the dead and the stopped apart.
+	var live, dead, stopped []top.Worker
+	for _, w := range workers {
+		switch w.Liveness {
+		case "live":
+			live = append(live, w)
+		case "dead":
+			dead = append(dead, w)
+		default:
+			stopped = append(stopped, w)
+		}
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "WORKER\tSTATE\tQUEUES\tRUNNING\tLAST SEEN")
+	for _, w := range live {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s ago\n", w.ID, w.State, strings.Join(w.Queues, ","), w.Running, age(w.SinceSeen))
+	}
+	switch {
+	case len(workers) == 0:
+		fmt.Fprintln(tw, "(no workers registered)")
+	case len(live) == 0:
+		fmt.Fprintln(tw, "(no live workers)")
+	}
+	if len(dead) > 0 {
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, "DEAD WORKER\tHOST\tQUEUES\tHELD JOBS\tLAST SEEN")
+		for _, w := range dead {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s ago\n", w.ID, w.Host, strings.Join(w.Queues, ","), w.Running, age(w.SinceSeen))
+		}
+		fmt.Fprintln(tw, "(dead: silent for three heartbeat cadences, or flagged; the jobs it held come back when their leases expire)")
+	}
+	if len(stopped) > 0 {
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, "STOPPED WORKER\tHOST\tQUEUES\tSTOPPED")
+		for _, w := range stopped {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s ago\n", w.ID, w.Host, strings.Join(w.Queues, ","), age(w.SinceSeen))
+		}
+	}
+
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "HOST\tCPU\tMEMORY\tGPUS\tSAMPLED")
+	for _, h := range hosts {
+		fmt.Fprintf(tw, "%s\t%.0f%%\t%.1f/%.1f GiB\t%s\t%s ago\n", h.Host, h.CPUPct,
+			float64(h.MemUsed)/(1<<30), float64(h.MemTotal)/(1<<30), describeGPUs(h.GPUs), ago(h.At))
+	}
+	if len(hosts) == 0 {
+		fmt.Fprintln(tw, "(no hardware samples)")
+	}
+	return tw.Flush()
+}
+
+// nonNil makes an empty list print as [] in JSON, not null.
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 // gpuSample is one GPU of a hardware sample.

@@ -2,7 +2,7 @@ package sqlapi
 
 // ListWorkers reads the registered runners by id (the worker_status view).
 const ListWorkers = `select id, host, pid, state, queues, models, version, started_at, last_seen,
-	since_seen, cadence, flagged_dead_at, alive, kinds, running
+	since_seen, cadence, flagged_dead_at, alive, kinds, running, liveness
 	from pgrun.worker_status order by id`
 
 // WorkerHeartbeat records a worker's state in pgrun.workers: $1 id, $2 host, $3 pid,

@@ -10,8 +10,10 @@
 --     as counts grow; a count under the limit is never estimated.
 --   * oldest_queued_age is exact: the oldest due job is found per priority level
 --     (a loose index scan over the claim index), not by reading the backlog.
---   * the last minute's finished counts go by the finished index in time order; past
---     the limit they are extrapolated from the span the first rows cover.
+--   * the finished counts (the last minute's here, any span's in finished_counts) go
+--     by the finished index in time order; past the limit they are extrapolated from
+--     the part of the span the first rows cover.
+-- Time is the engine's clock (pgrun.clock()), as for every rule that reads it.
 
 -- stats_exact_limit is how many rows queue_counts counts exactly per number.
 create or replace function pgrun.stats_exact_limit()
@@ -34,6 +36,53 @@ as $$
                    and (w.kinds is null or kind = any (w.kinds)))
 $$;
 
+-- finished_counts counts, per queue, the jobs that ended (succeeded, failed, cancelled)
+-- within span before the engine's clock: queue_stats' last minute, and `runner status`
+-- and `runner top`'s last 10 seconds. It reads at most 4 * stats_exact_limit() rows of
+-- the finished index, oldest first; past that the counts are scaled by span over the
+-- part of it those rows cover, and estimated is true on every row. A queue with no
+-- ending in the span has no row. Like queue_counts it runs as the engine (numbers of
+-- every tenant's jobs, never a payload). A span that is NULL or not positive raises
+-- 22023.
+create or replace function pgrun.finished_counts(span interval)
+returns table (queue text, succeeded bigint, failed bigint, cancelled bigint, estimated boolean)
+language plpgsql
+stable
+set search_path = pgrun, pg_catalog
+as $$
+#variable_conflict use_column
+declare
+  cap     constant integer := 4 * pgrun.stats_exact_limit();
+  v_since timestamptz;
+begin
+  if span is null or span <= interval '0' then
+    raise exception 'span % is not valid', coalesce(span::text, 'NULL')
+      using errcode = '22023', hint = 'Pass a positive interval such as ''10 seconds'' or ''1 minute''.';
+  end if;
+  v_since := pgrun.clock() - span;
+  return query
+  with recent as (
+    select j.queue, j.status, j.finished_at from pgrun.jobs j
+    where j.finished_at > v_since
+    order by j.finished_at
+    limit cap + 1
+  ),
+  scale as (
+    select case when count(*) > cap and max(r.finished_at) > v_since
+                then extract(epoch from span) / greatest(extract(epoch from max(r.finished_at) - v_since), 0.001)
+                else 1 end::float8 as f
+    from recent r
+  )
+  select r.queue,
+         round(count(*) filter (where r.status = 'succeeded') * s.f)::bigint,
+         round(count(*) filter (where r.status = 'failed') * s.f)::bigint,
+         round(count(*) filter (where r.status = 'cancelled') * s.f)::bigint,
+         s.f <> 1
+  from recent r, scale s
+  group by r.queue, s.f;
+end;
+$$;
+
 -- queue_counts returns one row per queue for the queue_stats view (see above);
 -- estimated is true if any number of the row is an estimate. It runs as the engine:
 -- the counts are of every tenant's jobs, and carry no payload.
@@ -49,8 +98,9 @@ as $$
 declare
   v_sample jsonb;            -- {queue: {queued, due, running, ...}} of the sample, once taken
   v_finished jsonb;          -- {queue: {succeeded, failed, cancelled}} of the last minute
+  v_fin_est boolean;         -- whether those are estimates (finished_counts)
   cap      constant integer := pgrun.stats_exact_limit();
-  v_now    timestamptz := now();
+  v_now    timestamptz := pgrun.clock();
   q        pgrun.queues;
   v_all    bigint;
   v_due    bigint;
@@ -60,31 +110,17 @@ declare
   v_unh    bigint;
   v_est    boolean;
   v_scale  double precision;   -- rows of pgrun.jobs per sampled row
-  v_finx   double precision := 1; -- finished counts' extrapolation factor
   v_s      jsonb;              -- this queue's part of v_sample
 begin
-  -- The last minute's endings, all queues at once, oldest first, at most
-  -- 4 * cap rows; past that, the counts are scaled by the minute over the span read.
-  with recent as (
-    select j.queue, j.status, j.finished_at from pgrun.jobs j
-    where j.finished_at > v_now - interval '1 minute'
-    order by j.finished_at
-    limit 4 * cap + 1
-  )
-  select case when count(*) > 4 * cap and max(r.finished_at) > v_now - interval '1 minute'
-              then 60 / greatest(extract(epoch from max(r.finished_at) - (v_now - interval '1 minute')), 0.001)
-              else 1 end,
-         (select coalesce(jsonb_object_agg(g.queue, jsonb_build_object('succeeded', g.ok, 'failed', g.failed,
-                                                                         'cancelled', g.cancelled)), '{}')
-          from (select r2.queue, count(*) filter (where r2.status = 'succeeded') as ok,
-                       count(*) filter (where r2.status = 'failed') as failed,
-                       count(*) filter (where r2.status = 'cancelled') as cancelled
-                from recent r2 group by 1) g)
-  into v_finx, v_finished
-  from recent r;
+  -- The last minute's endings, all queues at once (finished_counts, bounded).
+  select coalesce(jsonb_object_agg(f.queue, jsonb_build_object('succeeded', f.succeeded, 'failed', f.failed,
+                                                                'cancelled', f.cancelled)), '{}'),
+         coalesce(bool_or(f.estimated), false)
+  into v_finished, v_fin_est
+  from pgrun.finished_counts(interval '1 minute') f;
 
   for q in select * from pgrun.queues x order by x.name loop
-    v_est := v_finx <> 1;
+    v_est := v_fin_est;
     -- Exact while small: each scan stops one row past the limit.
     select count(*), count(*) filter (where x.run_at <= v_now)
     into v_all, v_due
@@ -171,9 +207,9 @@ begin
                   where j.queue = q.name and j.status = 'queued' and j.priority = l.p
                   order by j.run_at limit 1) h
     where l.p is not null and h.run_at <= v_now;
-    succeeded_1m := round(coalesce((v_finished -> q.name ->> 'succeeded')::bigint, 0) * v_finx);
-    failed_1m := round(coalesce((v_finished -> q.name ->> 'failed')::bigint, 0) * v_finx);
-    cancelled_1m := round(coalesce((v_finished -> q.name ->> 'cancelled')::bigint, 0) * v_finx);
+    succeeded_1m := coalesce((v_finished -> q.name ->> 'succeeded')::bigint, 0);
+    failed_1m := coalesce((v_finished -> q.name ->> 'failed')::bigint, 0);
+    cancelled_1m := coalesce((v_finished -> q.name ->> 'cancelled')::bigint, 0);
     estimated := v_est;
     return next;
   end loop;

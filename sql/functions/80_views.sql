@@ -32,14 +32,21 @@ where j.status in ('running', 'waiting');
 $ddl$);
 
 -- worker_status lists registered runners, how long since each was seen, whether
--- maintain() flagged them dead, and how many jobs each holds.
+-- maintain() flagged them dead, and how many jobs each holds. liveness is what an
+-- operator sorts them by: 'live' (worker_alive: heard from within three heartbeat
+-- cadences, not flagged, not stopped), 'stopped' (it said so when it shut down) or
+-- 'dead' (silent for longer, or flagged), whether or not it held jobs. Time is the
+-- engine's clock, so a test can pin it (pgrun.clock).
 select pgrun.ensure_ddl('view', 'worker_status', null, $ddl$
 create view pgrun.worker_status as
 select w.id, w.host, w.pid, w.state, w.queues, w.models, w.version, w.started_at,
-       w.last_seen, now() - w.last_seen as since_seen, w.cadence, w.flagged_dead_at,
-       pgrun.worker_alive(w, now()) as alive, w.kinds,
-       (select count(*) from pgrun.jobs j where j.status = 'running' and j.claimed_by = w.id) as running
-from pgrun.workers w;
+       w.last_seen, c.at - w.last_seen as since_seen, w.cadence, w.flagged_dead_at,
+       pgrun.worker_alive(w, c.at) as alive, w.kinds,
+       (select count(*) from pgrun.jobs j where j.status = 'running' and j.claimed_by = w.id) as running,
+       case when w.state = 'stopped' then 'stopped'
+            when pgrun.worker_alive(w, c.at) then 'live'
+            else 'dead' end as liveness
+from pgrun.workers w, (select pgrun.clock() as at) c;
 $ddl$);
 
 -- run_status shows every node of every run: its job, state and progress.

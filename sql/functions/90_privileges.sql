@@ -47,7 +47,7 @@ as $$
     'set_maintenance_step', 'reap_expired_leases', 'fail_overdue', 'flag_dead_workers', 'forget_workers', 'prune_history',
     'drain_outbox', 'fire_schedules', 'dispatch', 'note_server_epoch', 'set_tenant_mode', 'grant_tenant', 'revoke_tenant',
     -- the queue_stats view's numbers (every tenant's counts, no payload)
-    'queue_counts']
+    'queue_counts', 'finished_counts']
 $$;
 
 do $$
@@ -83,7 +83,9 @@ begin
   -- Functions the views call (a view checks function privileges as its reader).
   return query select format('grant execute on function %s to %I, %I, %I', pgrun.qualified(p.oid), enqueuer, worker, admin)
                from pg_proc p where p.pronamespace = 'pgrun'::regnamespace
-                 and p.proname in ('worker_alive', 'worker_silence', 'queue_counts', 'stats_exact_limit',
+                 and p.proname in ('worker_alive', 'worker_silence', 'queue_counts', 'stats_exact_limit', 'clock',
+                                   -- the finished counts of any span (runner status and top)
+                                   'finished_counts',
                                    -- and the version of the API and the shared rules
                                    -- (01_common.sql), which every caller may check
                                    'api_version', 'api_compatible_since', 'active_statuses',
