@@ -38,10 +38,13 @@ live, dead (silent for three heartbeats) and stopped. q or Ctrl-C quits and give
 terminal back. --once prints one frame and exits, for scripts.`,
 		Example: "  runner top\n  runner top --interval 5s\n  runner top --once",
 		Args:    cobra.NoArgs,
-		RunE: g.withPool(func(cmd *cobra.Command, _ []string, pool *pgxpool.Pool) error {
+		PreRunE: func(*cobra.Command, []string) error {
 			if interval < 200*time.Millisecond {
 				return fmt.Errorf("--interval %s is too short: use 200ms or more", interval)
 			}
+			return nil
+		},
+		RunE: g.withPool(func(cmd *cobra.Command, _ []string, pool *pgxpool.Pool) error {
 			title := describeDatabase(pool)
 			if once {
 				w := width
