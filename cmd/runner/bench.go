@@ -50,6 +50,9 @@ type benchOptions struct {
 	Keep    bool
 	// Ephemeral makes the bench queue delete jobs as they succeed (set_queue).
 	Ephemeral bool
+	// NoProgress turns the progress bars off (--no-progress); they are drawn only
+	// on a terminal anyway.
+	NoProgress bool
 }
 
 func newBenchCmd(g *globals) *cobra.Command {
@@ -59,7 +62,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 		rate                       int
 		duration                   time.Duration
 		keep, asJSON, workflow     bool
-		ephemeral                  bool
+		ephemeral, noBar           bool
 		cpuProfile                 string
 	)
 	cmd := &cobra.Command{
@@ -140,7 +143,7 @@ The bench queue's rows are deleted afterwards unless --keep is given.`,
 				return nil
 			}
 			res, err := bench(ctx, pool, cmd.ErrOrStderr(), benchOptions{Jobs: jobs, Workers: workers,
-				LatencyJobs: latencyJobs, Runners: runners, Keep: keep, Ephemeral: ephemeral}, g.connect)
+				LatencyJobs: latencyJobs, Runners: runners, Keep: keep, Ephemeral: ephemeral, NoProgress: noBar}, g.connect)
 			if err != nil {
 				return err
 			}
@@ -175,6 +178,7 @@ The bench queue's rows are deleted afterwards unless --keep is given.`,
 	cmd.Flags().IntVar(&runners, "runners", 1, "runners sharing the queue, each with its own pool and worker id")
 	cmd.Flags().IntVar(&rate, "rate", 0, "steady state: enqueue this many jobs/s while the runner works, instead of a burn-down")
 	cmd.Flags().DurationVar(&duration, "duration", 10*time.Second, "with --rate: how long to enqueue")
+	addNoProgressFlag(cmd, &noBar)
 	return cmd
 }
 
@@ -210,6 +214,7 @@ func bench(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, o benchO
 	}
 	fmt.Fprintf(progress, "bench: enqueueing %d jobs into %s\n", jobs, queue)
 	start := time.Now()
+	bar := newBar(progress, "enqueue", jobs, o.NoProgress)
 	for done := 0; done < jobs; done += benchEnqueueChunk {
 		n := min(benchEnqueueChunk, jobs-done)
 		specs := make([]pgrun.JobSpec, n)
@@ -219,7 +224,9 @@ func bench(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, o benchO
 		if _, err := client.EnqueueMany(ctx, specs); err != nil {
 			return nil, err
 		}
+		bar.Set(int64(done + n))
 	}
+	bar.Done()
 	res.EnqueuePerSec = float64(jobs) / time.Since(start).Seconds()
 	if o.Ephemeral {
 		if _, err := client.SetQueue(ctx, queue, pgrun.QueueSettings{Ephemeral: new(true)}); err != nil {
@@ -255,10 +262,12 @@ func bench(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, o benchO
 	fmt.Fprintf(progress, "bench: burning down with %d runner(s) of %d workers\n", res.Runners, workers)
 	start = time.Now()
 	tenth := int64(max(jobs/10, 1))
-	marks, err := waitCompleted(ctx, completed, int64(jobs), tenth, int64(jobs)-tenth)
+	bar = newBar(progress, "burn-down", jobs, o.NoProgress)
+	marks, err := waitCompleted(ctx, barred(completed, bar), int64(jobs), tenth, int64(jobs)-tenth)
 	if err != nil {
 		return nil, err
 	}
+	bar.Done()
 	res.BurnSeconds = time.Since(start).Seconds()
 	res.JobsPerSec = float64(jobs) / res.BurnSeconds
 	end := start.Add(time.Duration(res.BurnSeconds * float64(time.Second)))
@@ -275,6 +284,7 @@ func bench(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, o benchO
 
 	if latencyJobs > 0 {
 		fmt.Fprintf(progress, "bench: measuring start latency over %d jobs\n", latencyJobs)
+		bar = newBar(progress, "latency", latencyJobs, o.NoProgress)
 		var first int64
 		for i := 0; i < latencyJobs; i++ {
 			j, err := client.Enqueue(ctx, runner.KindNoop, nil, pgrun.Queue(queue))
@@ -284,10 +294,12 @@ func bench(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, o benchO
 			if i == 0 {
 				first = j.ID
 			}
+			bar.Set(int64(i + 1))
 		}
 		if _, err := waitCompleted(ctx, completed, int64(jobs+latencyJobs)); err != nil {
 			return nil, err
 		}
+		bar.Done()
 		l, err := startLatency(ctx, pool, queue, first)
 		if err != nil {
 			return nil, err

@@ -34,6 +34,7 @@ func newJobEnqueueCmd(g *globals) *cobra.Command {
 		delay   time.Duration
 		count   int
 		timeout time.Duration
+		noBar   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "enqueue KIND [JSON]",
@@ -86,7 +87,7 @@ func newJobEnqueueCmd(g *globals) *cobra.Command {
 				for i := range specs {
 					specs[i] = spec
 				}
-				jobs, err := c.EnqueueMany(cmd.Context(), specs)
+				jobs, err := enqueueWithBar(cmd.Context(), c, specs, cmd.ErrOrStderr(), noBar)
 				if err != nil {
 					return err
 				}
@@ -108,7 +109,8 @@ func newJobEnqueueCmd(g *globals) *cobra.Command {
 	f.DurationVar(&spec.UniqueWindow, "unique-window", 0, "with --unique-key: also return a job that finished with the key within this window")
 	f.BoolVar(&spec.ReplaceDuplicate, "replace", false, "with --unique-key: a queued holder of the key takes these args, priority and run time")
 	f.StringVar(&spec.ConcurrencyKey, "concurrency-key", "", "key the queue's concurrency_limit counts by (a tenant, say)")
-	f.IntVar(&count, "count", 1, "enqueue this many identical jobs in one statement")
+	f.IntVar(&count, "count", 1, "enqueue this many identical jobs in one transaction")
+	addNoProgressFlag(cmd, &noBar)
 	return cmd
 }
 
@@ -303,6 +305,7 @@ func newJobCancelCmd(g *globals) *cobra.Command {
 func newJobRetryCmd(g *globals) *cobra.Command {
 	var queue, kind, since string
 	var limit int
+	var noBar bool
 	cmd := &cobra.Command{
 		Use:   "retry [ID]",
 		Short: "Redrive a failed or cancelled job, or failed jobs in bulk with --queue/--kind/--since",
@@ -339,7 +342,7 @@ func newJobRetryCmd(g *globals) *cobra.Command {
 				f.Since = t
 			}
 			return g.withClient(func(cmd *cobra.Command, _ []string, c *pgrun.Client) error {
-				n, err := c.RetryJobs(cmd.Context(), f)
+				n, err := retryWithBar(cmd.Context(), c, f, cmd.ErrOrStderr(), noBar)
 				if err != nil {
 					return err
 				}
@@ -352,6 +355,7 @@ func newJobRetryCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&kind, "kind", "", "bulk: failed jobs of this kind")
 	cmd.Flags().StringVar(&since, "since", "", "bulk: failed jobs that failed within this long (1h) or at or after this RFC 3339 time")
 	cmd.Flags().IntVar(&limit, "limit", 1000, "bulk: at most this many")
+	addNoProgressFlag(cmd, &noBar)
 	return cmd
 }
 
