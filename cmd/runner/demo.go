@@ -196,8 +196,7 @@ func demoSummary(ctx context.Context, client *pgrun.Client, out io.Writer, runID
 	fmt.Fprintf(out, "  model      %s loaded %d time(s), %d warm hits, load time %s\n", embeddings.ModelName, st.Loads, st.Hits, st.LoadTime.Round(time.Millisecond))
 	fmt.Fprintf(out, "  knn        precision@%d %.3f over %d queries (HNSW, cosine) in %d ms\n", k.K, k.Precision, k.Queries, k.MS)
 	fmt.Fprintf(out, "  report     pgrun_examples.reports, corpus %s\n", report.Report.Corpus)
-	fmt.Fprintf(out, "\nInspect: runner workflow status %d\n", runID)
-	fmt.Fprintf(out, "         in psql, the view pgrun.run_status (run_id %d) and the table pgrun_examples.reports\n", runID)
+	fmt.Fprint(out, demoHints(client.Pool().Config().ConnString(), runID, runnerCommand()))
 	return nil
 }
 
