@@ -13,9 +13,10 @@ import (
 	"github.com/pgrun/pgrun/internal/sqlapi"
 )
 
-// The long commands' progress bars (enqueue --count, bench, bulk retry) are drawn on
-// stderr, and only when stderr is a terminal and --no-progress is not given: a
-// script, a pipe or a log file sees the commands' output exactly as without bars.
+// The long commands' progress bars (job enqueue --count, bench, bulk job retry) are
+// drawn on stderr, and only when stderr is a terminal and --no-progress is not
+// given: a script, a pipe or a log file sees the commands' output exactly as
+// without bars.
 
 const (
 	// enqueueChunk is how many jobs one statement of a barred enqueue --count

@@ -118,13 +118,13 @@ func TestBulkRetryWithBarOnATerminal(t *testing.T) {
 // exactly their result lines: no bar, no carriage return.
 func TestLongCommandsDrawNoBarWithoutATerminal(t *testing.T) {
 	c, pool := newCLI(t)
-	out, err := c.run("enqueue", "noop", "--count", fmt.Sprint(enqueueChunk+1))
+	out, err := c.run("job", "enqueue", "noop", "--count", fmt.Sprint(enqueueChunk+1))
 	require.NoError(t, err)
 	require.Equal(t, fmt.Sprintf("%d jobs enqueued (ids 1..%d, queue default)\n", enqueueChunk+1, enqueueChunk+1), out)
 	_, err = pool.Exec(context.Background(), `select pgrun.fail_job(j.id, j.attempt, '{"message": "x"}', retryable => false)
 		from pgrun.claim_jobs('default', 'w1', 3) j`)
 	require.NoError(t, err)
-	out, err = c.run("retry", "--queue", "default")
+	out, err = c.run("job", "retry", "--queue", "default")
 	require.NoError(t, err)
 	require.Equal(t, "3 failed jobs queued again\n", out)
 

@@ -14,7 +14,7 @@ import (
 func TestTopOncePrintsOneFrame(t *testing.T) {
 	c, pool := newCLI(t)
 	ctx := context.Background()
-	_, err := c.run("enqueue", "resize", "--queue", "images", "--count", "3")
+	_, err := c.run("job", "enqueue", "resize", "--queue", "images", "--count", "3")
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `select pgrun.worker_heartbeat('w1', 'host-a', 1, '{images}')`)
 	require.NoError(t, err)

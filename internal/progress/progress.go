@@ -1,5 +1,5 @@
-// Package progress draws the progress bars of the CLI's long commands (enqueue
-// --count, bench, bulk retry) on stderr, and the bar cells that runner top draws per
+// Package progress draws the progress bars of the CLI's long commands (job enqueue
+// --count, bench, bulk job retry) on stderr, and the bar cells that runner top draws per
 // job. A bar is drawn only where a person watches: on a terminal, and not with
 // --no-progress; a script or a log file gets the command's result lines alone.
 package progress
