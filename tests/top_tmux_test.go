@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/testkit"
 )
 
 // tmuxSession is `runner top` running in a detached tmux session of its own (a
@@ -96,26 +97,26 @@ func (s *tmuxSession) exited(within time.Duration) (status string, altScreen str
 // shows a running job's progress bar and the workers, and q quits with status 0 and
 // gives the terminal back as it was (the shell's screen, cooked mode).
 func TestTopUnderTmux(t *testing.T) {
-	b := setup(t)
-	s := startTop(t, "top", "--database-url", b.url, "--interval", "1h")
+	b := testkit.Setup(t)
+	s := startTop(t, "top", "--database-url", b.URL, "--interval", "1h")
 	s.waitFor(20*time.Second, `(?m)^pgrun top .*\n(.*\n)*\(no queues yet\)`)
 
 	for range 3 {
-		_, err := pgrun.Enqueue(b.ctx, b.pool, "resize", nil, pgrun.Queue("tmuxq"))
+		_, err := pgrun.Enqueue(b.Ctx, b.Pool, "resize", nil, pgrun.Queue("tmuxq"))
 		require.NoError(t, err)
 	}
 	s.waitFor(10*time.Second, `(?m)^tmuxq\s+3\s+0\s+0\s`)
 	s.waitFor(10*time.Second, `(?m)^! tmuxq: 3 queued jobs and no live worker serves this queue`)
 
 	// A live worker claims one and reports progress; the next enqueue wakes top.
-	_, err := b.pool.Exec(b.ctx, `select pgrun.worker_heartbeat('w-tmux', 'host-t', 7, '{tmuxq}')`)
+	_, err := b.Pool.Exec(b.Ctx, `select pgrun.worker_heartbeat('w-tmux', 'host-t', 7, '{tmuxq}')`)
 	require.NoError(t, err)
 	var id int64
-	require.NoError(t, b.pool.QueryRow(b.ctx, `select id from pgrun.claim_jobs('tmuxq', 'w-tmux', 1)`).Scan(&id))
-	_, err = b.pool.Exec(b.ctx, `select pgrun.set_progress($1, 5, 10)`, id)
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select id from pgrun.claim_jobs('tmuxq', 'w-tmux', 1)`).Scan(&id))
+	_, err = b.Pool.Exec(b.Ctx, `select pgrun.set_progress($1, 5, 10)`, id)
 	require.NoError(t, err)
 	for range 4 {
-		_, err := pgrun.Enqueue(b.ctx, b.pool, "resize", nil, pgrun.Queue("tmuxq"))
+		_, err := pgrun.Enqueue(b.Ctx, b.Pool, "resize", nil, pgrun.Queue("tmuxq"))
 		require.NoError(t, err)
 	}
 	scr := s.waitFor(10*time.Second, `(?m)^tmuxq\s+6\s+0\s+1\s`)
@@ -135,8 +136,8 @@ func TestTopUnderTmux(t *testing.T) {
 
 // Ctrl-C quits too (in raw mode it arrives as a key, not as a signal).
 func TestTopQuitsOnCtrlC(t *testing.T) {
-	b := setup(t)
-	s := startTop(t, "top-ctrl-c", "--database-url", b.url)
+	b := testkit.Setup(t)
+	s := startTop(t, "top-ctrl-c", "--database-url", b.URL)
 	s.waitFor(20*time.Second, `q quits`)
 	s.tmux("send-keys", "-t", s.name, "C-c")
 	status, alt := s.exited(10 * time.Second)

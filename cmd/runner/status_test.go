@@ -12,54 +12,32 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
+
+	"github.com/pgrun/pgrun/internal/testkit"
 )
 
 // These tests pin the engine's clock (SET pgrun.now; test databases enable the
 // seam) instead of sleeping: the commands run on a URL that sets pgrun.now for
-// each of their sessions, and the setup runs on a connection pinned the same way.
+// each of their sessions, and the setup runs on testkit's pinned connection.
 
-// clockAt is a connection of pool whose pgrun.clock() reads at.
-type clockAt struct {
-	t    *testing.T
-	conn *pgxpool.Conn
-}
-
-func pinClock(t *testing.T, pool *pgxpool.Pool, at time.Time) *clockAt {
+// pinClock pins pgrun.clock() at at on a connection of pool (testkit's clock).
+func pinClock(t *testing.T, c *cli, pool *pgxpool.Pool, at time.Time) *testkit.Clock {
 	t.Helper()
-	conn, err := pool.Acquire(context.Background())
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_, _ = conn.Exec(context.Background(), `reset pgrun.now`)
-		conn.Release()
-	})
-	c := &clockAt{t: t, conn: conn}
-	c.set(at)
-	return c
+	return testkit.PinClock(t, &testkit.DB{Ctx: context.Background(), Pool: pool, URL: c.url}, at)
 }
 
-func (c *clockAt) set(at time.Time) {
-	c.exec(`select set_config('pgrun.now', $1, false)`, at.Format(time.RFC3339Nano))
-}
-
-func (c *clockAt) exec(sql string, args ...any) {
-	c.t.Helper()
-	_, err := c.conn.Exec(context.Background(), sql, args...)
-	require.NoError(c.t, err)
-}
-
-// end runs n jobs of queue to an end at the pinned time: each is enqueued, claimed
-// by worker w1, and then completed (ok) or failed for good.
-func (c *clockAt) end(queue string, n int, ok bool) {
-	c.t.Helper()
+// endJobs runs n jobs of queue to an end at the clock's time: each is enqueued,
+// claimed by worker w1, and then completed (ok) or failed for good.
+func endJobs(clock *testkit.Clock, queue string, n int, ok bool) {
 	for range n {
 		var id int64
 		var attempt int32
-		require.NoError(c.t, c.conn.QueryRow(context.Background(), `select j.id, j.attempt from pgrun.enqueue_job('noop', queue => $1) e,
-			pgrun.claim_jobs($1, 'w1', 1) j`, queue).Scan(&id, &attempt))
+		clock.QueryRow(`select j.id, j.attempt from pgrun.enqueue_job('noop', queue => $1) e,
+			pgrun.claim_jobs($1, 'w1', 1) j`, []any{queue}, &id, &attempt)
 		if ok {
-			c.exec(`select pgrun.complete_jobs(array[$1::bigint], array[$2::int])`, id, attempt)
+			clock.Exec(`select pgrun.complete_jobs(array[$1::bigint], array[$2::int])`, id, attempt)
 		} else {
-			c.exec(`select pgrun.fail_job($1, $2, '{"message": "broken"}', retryable => false)`, id, attempt)
+			clock.Exec(`select pgrun.fail_job($1, $2, '{"message": "broken"}', retryable => false)`, id, attempt)
 		}
 	}
 }
@@ -92,13 +70,13 @@ func (c *cli) statusJSON() (queues []map[string]any, workers []map[string]any, w
 func TestStatusThroughputOverTenSecondsAndAMinute(t *testing.T) {
 	c, pool := newCLI(t)
 	now := time.Date(2030, 1, 1, 10, 0, 0, 0, time.UTC)
-	clock := pinClock(t, pool, now.Add(-30*time.Second))
-	clock.end("tp", 6, true)
-	clock.set(now.Add(-5 * time.Second))
-	clock.end("tp", 1, true)
-	clock.end("tp", 1, false)
-	clock.set(now.Add(-2 * time.Minute))
-	clock.end("tp", 4, true) // too old for either window
+	clock := pinClock(t, c, pool, now.Add(-30*time.Second))
+	endJobs(clock, "tp", 6, true)
+	clock.Set(now.Add(-5 * time.Second))
+	endJobs(clock, "tp", 1, true)
+	endJobs(clock, "tp", 1, false)
+	clock.Set(now.Add(-2 * time.Minute))
+	endJobs(clock, "tp", 4, true) // too old for either window
 
 	out, err := c.at(now).run("status")
 	require.NoError(t, err)
@@ -135,13 +113,13 @@ func TestStatusThroughputOverTenSecondsAndAMinute(t *testing.T) {
 func TestStatusFlagsQueuesNoLiveWorkerServes(t *testing.T) {
 	c, pool := newCLI(t)
 	now := time.Date(2030, 1, 1, 10, 0, 0, 0, time.UTC)
-	clock := pinClock(t, pool, now)
-	clock.exec(`select pgrun.worker_heartbeat('w1', 'host-a', 1, '{served}', cadence => '10 seconds', kinds => '{resize}')`)
-	clock.exec(`select pgrun.enqueue_job('resize', queue => 'served')`)
-	clock.exec(`select pgrun.enqueue_job('embed', queue => 'served')`)
-	clock.exec(`select pgrun.enqueue_job('resize', queue => 'orphan')`)
-	clock.exec(`select pgrun.enqueue_job('resize', queue => 'orphan')`)
-	clock.exec(`select pgrun.enqueue_job('resize', queue => 'later', run_at => $1::timestamptz)`, now.Add(time.Hour))
+	clock := pinClock(t, c, pool, now)
+	clock.Exec(`select pgrun.worker_heartbeat('w1', 'host-a', 1, '{served}', cadence => '10 seconds', kinds => '{resize}')`)
+	clock.Exec(`select pgrun.enqueue_job('resize', queue => 'served')`)
+	clock.Exec(`select pgrun.enqueue_job('embed', queue => 'served')`)
+	clock.Exec(`select pgrun.enqueue_job('resize', queue => 'orphan')`)
+	clock.Exec(`select pgrun.enqueue_job('resize', queue => 'orphan')`)
+	clock.Exec(`select pgrun.enqueue_job('resize', queue => 'later', run_at => $1::timestamptz)`, now.Add(time.Hour))
 
 	out, err := c.at(now).run("status")
 	require.NoError(t, err)
@@ -171,9 +149,9 @@ func TestStatusFlagsQueuesNoLiveWorkerServes(t *testing.T) {
 func TestStatusDeadIdleWorkerLeavesTheLiveWithinThreeHeartbeats(t *testing.T) {
 	c, pool := newCLI(t)
 	now := time.Date(2030, 1, 1, 10, 0, 0, 0, time.UTC)
-	clock := pinClock(t, pool, now)
-	clock.exec(`select pgrun.worker_heartbeat('idle', 'host-a', 1, '{default}', cadence => '10 seconds')`)
-	clock.exec(`select pgrun.worker_heartbeat('done', 'host-b', 2, '{default}', cadence => '10 seconds', state => 'stopped')`)
+	clock := pinClock(t, c, pool, now)
+	clock.Exec(`select pgrun.worker_heartbeat('idle', 'host-a', 1, '{default}', cadence => '10 seconds')`)
+	clock.Exec(`select pgrun.worker_heartbeat('done', 'host-b', 2, '{default}', cadence => '10 seconds', state => 'stopped')`)
 
 	sections := func(at time.Time) (live, dead, stopped string) {
 		out, err := c.at(at).run("status")
@@ -206,8 +184,8 @@ func TestStatusDeadIdleWorkerLeavesTheLiveWithinThreeHeartbeats(t *testing.T) {
 	require.False(t, flagged, "the rule is liveness; nothing was written")
 
 	// A heartbeat brings it back.
-	clock.set(now.Add(40 * time.Second))
-	clock.exec(`select pgrun.worker_heartbeat('idle', 'host-a', 1, '{default}', cadence => '10 seconds')`)
+	clock.Set(now.Add(40 * time.Second))
+	clock.Exec(`select pgrun.worker_heartbeat('idle', 'host-a', 1, '{default}', cadence => '10 seconds')`)
 	live, dead, _ = sections(now.Add(41 * time.Second))
 	require.Contains(t, live, "\nidle ")
 	require.Empty(t, dead)
