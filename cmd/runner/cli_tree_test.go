@@ -181,7 +181,7 @@ func TestWorkerListShowsRunnersAndSwitches(t *testing.T) {
 	require.NoError(t, err)
 	out, err = c.run("worker", "list")
 	require.NoError(t, err)
-	require.Regexp(t, regexp.QuoteMeta(r.WorkerID())+` +\S+ +running +true +images +0 `, out)
+	require.Regexp(t, regexp.QuoteMeta(r.WorkerID())+` +\S+ +running +live +images +0 `, out)
 	require.Regexp(t, `(?m)^box-1 +images +off +`, out)
 }
 

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/pgrun/pgrun"
 	"github.com/pgrun/pgrun/examples/embeddings"
 	"github.com/pgrun/pgrun/gpu"
+	"github.com/pgrun/pgrun/internal/progress"
 	"github.com/pgrun/pgrun/internal/sqlapi"
 	"github.com/pgrun/pgrun/runner"
 )
@@ -90,7 +90,7 @@ func demo(ctx context.Context, pool *pgxpool.Pool, out io.Writer, input map[stri
 	}
 	fmt.Fprintf(out, "run %d of %s v%d: %v docs, batches of %v, %v KNN queries\n",
 		run.ID, embeddings.WorkflowName, version, input["docs"], input["batch"], input["queries"])
-	tty := isTerminal(out)
+	tty := progress.IsTerminal(out)
 	tick := time.NewTicker(150 * time.Millisecond)
 	defer tick.Stop()
 	lines := 0
@@ -139,7 +139,7 @@ func drawNodes(out io.Writer, nodes []pgrun.RunNode, elapsed time.Duration, tty 
 		case n.Status.Finished():
 			cur = 1
 		}
-		fmt.Fprintf(out, "  %-7s %s %-10s %s%s", n.Node, bar(cur, total, 30), n.Status, progressCount(n), eol)
+		fmt.Fprintf(out, "  %-7s %s %-10s %s%s", n.Node, progress.Cells(cur, total, 30), n.Status, progressCount(n), eol)
 	}
 	fmt.Fprintf(out, "  elapsed %s%s", elapsed.Round(10*time.Millisecond), eol)
 	return len(nodes) + 1
@@ -198,23 +198,4 @@ func demoSummary(ctx context.Context, client *pgrun.Client, out io.Writer, runID
 	fmt.Fprintf(out, "  report     pgrun_examples.reports, corpus %s\n", report.Report.Corpus)
 	fmt.Fprint(out, demoHints(client.Pool().Config().ConnString(), runID, runnerCommand()))
 	return nil
-}
-
-// bar draws a text progress bar of width cells.
-func bar(cur, total int64, width int) string {
-	if total <= 0 {
-		return "[" + strings.Repeat("-", width) + "]"
-	}
-	n := int(int64(width) * min(cur, total) / total)
-	return "[" + strings.Repeat("#", n) + strings.Repeat("-", width-n) + "]"
-}
-
-// isTerminal reports whether w is a terminal, where progress redraws in place.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

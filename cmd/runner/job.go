@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/progress"
 )
 
 func init() { commands = append(commands, newJobCmd) }
@@ -400,5 +401,5 @@ func progressBar(cur, total int64) string {
 	if total > 0 {
 		pct = 100 * float64(min(cur, total)) / float64(total)
 	}
-	return fmt.Sprintf("%s %3.0f%% %d/%d", bar(cur, total, 20), pct, cur, total)
+	return fmt.Sprintf("%s %3.0f%% %d/%d", progress.Cells(cur, total, 20), pct, cur, total)
 }

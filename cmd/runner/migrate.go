@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/progress"
 )
 
 func init() { commands = append(commands, newMigrateCmd) }
@@ -128,7 +129,7 @@ transaction:
 // terminal it refuses, since nobody can answer.
 func confirmDown(cmd *cobra.Command) error {
 	in, ok := cmd.InOrStdin().(*os.File)
-	if !ok || !isTerminal(in) {
+	if !ok || !progress.IsTerminal(in) {
 		return errors.New("migrate down drops schema pgrun and every job in it; pass --yes to confirm")
 	}
 	fmt.Fprint(cmd.ErrOrStderr(), "migrate down drops schema pgrun and every job in it. Type yes to go on: ")

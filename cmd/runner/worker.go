@@ -29,13 +29,13 @@ func newWorkerCmd(g *globals) *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			tw := table(out)
-			fmt.Fprintln(tw, "WORKER\tHOST\tSTATE\tALIVE\tQUEUES\tRUNNING\tMODELS\tVERSION\tLAST SEEN")
+			fmt.Fprintln(tw, "WORKER\tHOST\tSTATE\tLIVENESS\tQUEUES\tRUNNING\tMODELS\tVERSION\tLAST SEEN")
 			for _, w := range ws {
 				state := w.State
 				if w.FlaggedDeadAt != nil {
 					state += " (flagged dead)"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%t\t%s\t%d\t%s\t%s\t%s ago\n", w.ID, w.Host, state, w.Alive,
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s ago\n", w.ID, w.Host, state, w.Liveness,
 					strings.Join(w.Queues, ","), w.Running, orDash(nonEmpty(strings.Join(w.Models, ","))),
 					orDash(w.Version), age(w.SinceSeen))
 			}
