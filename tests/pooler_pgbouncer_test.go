@@ -235,9 +235,14 @@ func TestPgBouncerCoreScenarios(t *testing.T) {
 	require.Equal(t, pgrun.StatusCancelled, j.Status)
 	// Both stops reach the handler on the direct LISTEN connection (pgrun_cancel),
 	// well before the lease renewal (every 10 s) would have found them.
+	// (Each stop logs "job stopped remotely" when confirmed and "job stopped" when its
+	// handler returns: count the returns.)
 	testkit.Eventually(t, 5*time.Second, "both stopped handlers returned", func() bool {
-		return len(logs.matching("job stopped")) == 2
+		return len(logs.matching("job stopped cause=")) == 2
 	})
+	stops := logs.matching("job stopped cause=")
+	require.Contains(t, stops[0], "lease lost", "worker control off takes the job back")
+	require.Contains(t, stops[1], "cancelled", "then the operator's cancel")
 
 	// Queue ops: a paused queue hands out nothing; resumed, its job runs.
 	var paused bool
