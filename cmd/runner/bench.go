@@ -140,6 +140,8 @@ The bench queue's rows are deleted afterwards unless --keep is given.`,
 					res.P50MS, res.P99MS, res.P999MS, res.Jobs)
 				fmt.Fprintf(out, "enqueue calls   p50 %.2f ms, p99 %.2f ms (the bench's own statements, commit included: part of the latency above)\n",
 					res.EnqueueP50MS, res.EnqueueP99MS)
+				fmt.Fprintf(out, "commit to start p50 %.2f ms, p99 %.2f ms, p999 %.2f ms (from each enqueue's acknowledged commit: the runner's part)\n",
+					res.CommitP50MS, res.CommitP99MS, res.CommitP999MS)
 				return nil
 			}
 			res, err := bench(ctx, pool, cmd.ErrOrStderr(), benchOptions{Jobs: jobs, Workers: workers,

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgrun/pgrun"
@@ -29,6 +30,14 @@ type steadyResult struct {
 	// the commit, so this is a part of the start latency no runner can remove.
 	EnqueueP50MS float64 `json:"enqueue_p50_ms"`
 	EnqueueP99MS float64 `json:"enqueue_p99_ms"`
+	// CommitP50MS, CommitP99MS and CommitP999MS are commit-to-start latency: from the
+	// moment the bench's enqueue statement returned (its commit acknowledged, the
+	// jobs visible) to started_at, both on this host's clock, 0 for a job the runner
+	// started before the acknowledgement arrived. It is the part of the start latency
+	// that is the runner's and the claim's, without the enqueuer's own commit.
+	CommitP50MS  float64 `json:"commit_p50_ms"`
+	CommitP99MS  float64 `json:"commit_p99_ms"`
+	CommitP999MS float64 `json:"commit_p999_ms"`
 }
 
 // steadyTick is how often the steady-state bench enqueues: every tick, one statement
@@ -51,6 +60,11 @@ func benchSteady(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, ra
 		_, _ = pool.Exec(cctx, sqlapi.BenchDeleteQueueJobs, queue)
 		_, _ = pool.Exec(cctx, sqlapi.BenchDeleteQueue, queue)
 	}()
+	// From a vacuumed table, as the burn-down: dead rows of earlier runs (on a server
+	// without autovacuum, a million of them here) would slow every claim of this one.
+	if _, err := pool.Exec(ctx, sqlapi.BenchVacuumJobs); err != nil {
+		return nil, fmt.Errorf("vacuum: %w", err)
+	}
 	r, stop, err := startQuietRunner(ctx, pool, map[string]runner.QueueConfig{queue: {Workers: workers}})
 	if err != nil {
 		return nil, err
@@ -61,6 +75,7 @@ func benchSteady(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, ra
 	res := &steadyResult{Rate: rate, Workers: workers}
 	start := time.Now()
 	var took []time.Duration
+	committed := map[int64]time.Time{} // job id -> when its enqueue statement returned
 	tick := time.NewTicker(steadyTick)
 	defer tick.Stop()
 	for now := start; now.Sub(start) < d; now = <-tick.C {
@@ -73,10 +88,15 @@ func benchSteady(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, ra
 			specs[i] = pgrun.JobSpec{Kind: runner.KindNoop, Queue: queue}
 		}
 		began := time.Now()
-		if _, err := client.EnqueueMany(ctx, specs); err != nil {
+		jobs, err := client.EnqueueMany(ctx, specs)
+		if err != nil {
 			return nil, err
 		}
-		took = append(took, time.Since(began))
+		done := time.Now()
+		took = append(took, done.Sub(began))
+		for _, j := range jobs {
+			committed[j.ID] = done
+		}
 		res.Jobs += due
 	}
 	res.EnqueuedPerSec = float64(res.Jobs) / time.Since(start).Seconds()
@@ -90,7 +110,33 @@ func benchSteady(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, ra
 		return nil, err
 	}
 	res.P50MS, res.P99MS, res.P999MS, res.StartedPerSec = l.P50MS, l.P99MS, l.P999MS, l.StartedPerSec
+	if res.CommitP50MS, res.CommitP99MS, res.CommitP999MS, err = commitToStart(ctx, pool, queue, committed); err != nil {
+		return nil, err
+	}
 	return res, nil
+}
+
+// commitToStart reads when each job of queue started and returns, at p50, p99 and
+// p999, how long after committed[id] that was (0 when it started before).
+func commitToStart(ctx context.Context, pool *pgxpool.Pool, queue string, committed map[int64]time.Time) (p50, p99, p999 float64, err error) {
+	rows, err := pool.Query(ctx, sqlapi.BenchStartedAt, queue)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("commit-to-start: %w", err)
+	}
+	var waits []time.Duration
+	var id int64
+	var started time.Time
+	_, err = pgx.ForEachRow(rows, []any{&id, &started}, func() error {
+		if at, ok := committed[id]; ok {
+			waits = append(waits, max(0, started.Sub(at)))
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("commit-to-start: %w", err)
+	}
+	slices.Sort(waits)
+	return quantileMS(waits, 0.50), quantileMS(waits, 0.99), quantileMS(waits, 0.999), nil
 }
 
 // quantileMS is the q-quantile of sorted durations, in milliseconds (0 if empty).

@@ -27,6 +27,9 @@ const BenchStartLatency = `select
 	count(*) / greatest(extract(epoch from max(started_at) - min(started_at)), 0.001)
 	from pgrun.jobs where queue = $1 and id >= $2`
 
+// BenchStartedAt lists when each job of a queue started: $1 queue.
+const BenchStartedAt = `select id, started_at from pgrun.jobs where queue = $1 and started_at is not null`
+
 // BenchChainDoneToStarted reads, over the a -> b -> c chain runs from run $1 on, the
 // p50 and p99 in milliseconds from a node's finish to its dependent's start.
 const BenchChainDoneToStarted = `with pairs as (
