@@ -148,7 +148,12 @@ func New(pool *pgxpool.Pool) *Exporter {
 		e.claimRTT, e.claimErrs, e.reportRTT, e.reportErrs, e.leaseLost, e.stepTime, e.stepRows, e.stepErrs,
 		e.leader)
 	if pool != nil {
-		e.queues = newQueueCollector(pool)
+		// NewClient fails only on a bad Config; the zero Config is valid.
+		client, err := pgrun.NewClient(pool, pgrun.Config{})
+		if err != nil {
+			panic(err)
+		}
+		e.queues = newQueueCollector(client)
 		e.reg.MustRegister(e.queues)
 	}
 	e.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -6,11 +6,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/pgrun/pgrun/internal/sqlapi"
+	"github.com/pgrun/pgrun"
 )
 
 // ScrapeTimeout bounds the database query of one scrape: Prometheus's default scrape
@@ -18,25 +16,11 @@ import (
 // (pgrun_database_up 0) rather than timing out whole.
 const ScrapeTimeout = 5 * time.Second
 
-// queueRow is one row of sqlapi.QueueMetrics.
-type queueRow struct {
-	Queue               string  `db:"queue"`
-	Paused              bool    `db:"paused"`
-	Queued              int64   `db:"queued"`
-	Scheduled           int64   `db:"scheduled"`
-	Running             int64   `db:"running"`
-	Pending             int64   `db:"pending"`
-	Waiting             int64   `db:"waiting"`
-	OldestQueuedSeconds float64 `db:"oldest_queued_seconds"`
-	Unhandled           int64   `db:"unhandled"`
-	Estimated           bool    `db:"estimated"`
-}
-
 // queueCollector reads every queue's gauges from the database at each scrape, with
 // one call of pgrun.queue_counts(): exact counts up to stats_exact_limit() rows per
 // number and estimates past it, never a count over the table.
 type queueCollector struct {
-	pool *pgxpool.Pool
+	client *pgrun.Client
 	// failing is set while scrapes fail to read the database, so that a failure is
 	// logged once (to slog.Default()) and not at every scrape.
 	failing atomic.Bool
@@ -44,10 +28,10 @@ type queueCollector struct {
 	jobs, oldest, paused, unhandled, estimated, up, took *prometheus.Desc
 }
 
-func newQueueCollector(pool *pgxpool.Pool) *queueCollector {
+func newQueueCollector(client *pgrun.Client) *queueCollector {
 	q := []string{"queue"}
 	return &queueCollector{
-		pool: pool,
+		client: client,
 		jobs: prometheus.NewDesc("pgrun_queue_jobs",
 			"Jobs of the queue by state: queued (due now), scheduled (queued, due later), running, pending, waiting. Exact up to pgrun.stats_exact_limit() per number, estimated past it.",
 			[]string{"queue", "state"}, nil),
@@ -79,11 +63,7 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), ScrapeTimeout)
 	defer cancel()
 	began := time.Now()
-	rows, err := c.pool.Query(ctx, sqlapi.QueueMetrics)
-	var queues []queueRow
-	if err == nil {
-		queues, err = pgx.CollectRows(rows, pgx.RowToStructByName[queueRow])
-	}
+	queues, err := c.client.Queues(ctx)
 	ch <- prometheus.MustNewConstMetric(c.took, prometheus.GaugeValue, time.Since(began).Seconds())
 	if err != nil {
 		if !c.failing.Swap(true) {
@@ -101,7 +81,11 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 			"pending": q.Pending, "waiting": q.Waiting} {
 			ch <- prometheus.MustNewConstMetric(c.jobs, prometheus.GaugeValue, float64(n), q.Queue, state)
 		}
-		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, q.OldestQueuedSeconds, q.Queue)
+		var oldest float64 // 0 when nothing is due
+		if q.OldestQueuedAge != nil {
+			oldest = q.OldestQueuedAge.Seconds()
+		}
+		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, oldest, q.Queue)
 		ch <- prometheus.MustNewConstMetric(c.paused, prometheus.GaugeValue, b2f(q.Paused), q.Queue)
 		ch <- prometheus.MustNewConstMetric(c.unhandled, prometheus.GaugeValue, float64(q.Unhandled), q.Queue)
 		ch <- prometheus.MustNewConstMetric(c.estimated, prometheus.GaugeValue, b2f(q.Estimated), q.Queue)

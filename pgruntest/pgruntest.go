@@ -156,7 +156,11 @@ func report(ctx context.Context, t testing.TB, db pgrun.DB, job *pgrun.Job, resu
 	if failure == nil {
 		err = db.QueryRow(ctx, sqlapi.CompleteJob, job.ID, job.Attempt, result, Worker, job.ClaimID).Scan(&ok)
 	} else {
-		err = db.QueryRow(ctx, sqlapi.FailClaimed, job.ID, job.Attempt, failure, Worker, job.ClaimID).Scan(&ok)
+		// The error's class decides whether the engine retries (retryable NULL); the
+		// status it leaves is NULL when the claim matched nothing.
+		var status *string
+		err = db.QueryRow(ctx, sqlapi.FailJob, job.ID, job.Attempt, failure, nil, Worker, job.ClaimID).Scan(&status)
+		ok = status != nil
 	}
 	if err != nil {
 		t.Fatalf("pgruntest: report job %d: %v", job.ID, err)

@@ -27,7 +27,3 @@ const DueQueue = `select queue from pgrun.jobs
 // ClaimJob claims the next due job of a queue for a worker (pgrun.claim_job), or no
 // row: $1 queue, $2 worker, $3 kinds.
 const ClaimJob = `select ` + JobColumns + ` from pgrun.claim_job($1, $2, $3)`
-
-// FailClaimed records a failed attempt of a claimed job (pgrun.fail_job), the engine
-// deciding whether it is retried: $1 id, $2 attempt, $3 error, $4 worker, $5 claim id.
-const FailClaimed = `select id is not null from pgrun.fail_job($1, $2, $3::jsonb, null, $4, $5)`
