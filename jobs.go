@@ -155,21 +155,34 @@ type RetryFilter struct {
 // RetryJobs redrives failed jobs in bulk (pgrun.retry_jobs: dead letters after a
 // fix), oldest first, each as [Client.Retry] would, and returns how many.
 func (c *Client) RetryJobs(ctx context.Context, f RetryFilter) (int, error) {
+	n, err := f.count(ctx, c.pool, sqlapi.RetryJobs, sqlapi.RetryJobsDefaultMax)
+	return n, dbError("retry jobs", err)
+}
+
+// CountRetryable counts the jobs [Client.RetryJobs] would redrive with f now
+// (pgrun.retryable_jobs, the engine's one statement of that choice), for a caller
+// that shows progress through a bulk redrive.
+func (c *Client) CountRetryable(ctx context.Context, f RetryFilter) (int, error) {
+	n, err := f.count(ctx, c.pool, sqlapi.CountRetryable, sqlapi.CountRetryableDefaultMax)
+	return n, dbError("count retryable jobs", err)
+}
+
+// count runs one of a pair of statements that take f's filter and return a count:
+// withMax when f sets Max, else defaultMax, which leaves the bound to the engine.
+func (f RetryFilter) count(ctx context.Context, db DB, withMax, defaultMax string) (int, error) {
 	var since *time.Time
 	if !f.Since.IsZero() {
 		since = &f.Since
 	}
 	var row pgx.Row
 	if f.Max == 0 {
-		row = c.pool.QueryRow(ctx, sqlapi.RetryJobsDefaultMax, nullText(f.Queue), nullText(f.Kind), since)
+		row = db.QueryRow(ctx, defaultMax, nullText(f.Queue), nullText(f.Kind), since)
 	} else {
-		row = c.pool.QueryRow(ctx, sqlapi.RetryJobs, nullText(f.Queue), nullText(f.Kind), since, f.Max)
+		row = db.QueryRow(ctx, withMax, nullText(f.Queue), nullText(f.Kind), since, f.Max)
 	}
 	var n int
-	if err := row.Scan(&n); err != nil {
-		return 0, dbError("retry jobs", err)
-	}
-	return n, nil
+	err := row.Scan(&n)
+	return n, err
 }
 
 // TimelineEntry is one row of pgrun.job_timeline: something that happened to a job.

@@ -339,7 +339,13 @@ func TestClientRetryJobsRedrivesInBulk(t *testing.T) {
 	a := fail("a", 3)
 	other := fail("b", 1)
 
-	n, err := c.RetryJobs(b.Ctx, pgrun.RetryFilter{Queue: "a", Max: 2})
+	n, err := c.CountRetryable(b.Ctx, pgrun.RetryFilter{Queue: "a"})
+	require.NoError(t, err)
+	require.Equal(t, 3, n, "what RetryJobs would redrive in queue a")
+	n, err = c.CountRetryable(b.Ctx, pgrun.RetryFilter{Queue: "a", Max: 2})
+	require.NoError(t, err)
+	require.Equal(t, 2, n, "at most Max")
+	n, err = c.RetryJobs(b.Ctx, pgrun.RetryFilter{Queue: "a", Max: 2})
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
 	require.Equal(t, pgrun.StatusQueued, testkit.JobStatus(t, b, a[0]), "oldest first")
@@ -353,6 +359,8 @@ func TestClientRetryJobsRedrivesInBulk(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	_, err = c.RetryJobs(b.Ctx, pgrun.RetryFilter{Max: -1})
+	requireInvalidInput(t, err, "max_jobs -1 is not valid", "Redrive 1 or more jobs per call.")
+	_, err = c.CountRetryable(b.Ctx, pgrun.RetryFilter{Max: -1})
 	requireInvalidInput(t, err, "max_jobs -1 is not valid", "Redrive 1 or more jobs per call.")
 }
 

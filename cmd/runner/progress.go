@@ -2,15 +2,12 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/pgrun/pgrun"
 	"github.com/pgrun/pgrun/internal/progress"
-	"github.com/pgrun/pgrun/internal/sqlapi"
 )
 
 // The long commands' progress bars (job enqueue --count, bench, bulk job retry) are
@@ -76,13 +73,9 @@ func retryWithBar(ctx context.Context, c *pgrun.Client, f pgrun.RetryFilter, std
 	if f.Max < 1 || !progress.Enabled(stderr, off) {
 		return c.RetryJobs(ctx, f)
 	}
-	var since *time.Time
-	if !f.Since.IsZero() {
-		since = &f.Since
-	}
-	var total int
-	if err := c.Pool().QueryRow(ctx, sqlapi.CountRetryable, nullIfEmpty(f.Queue), nullIfEmpty(f.Kind), since, f.Max).Scan(&total); err != nil {
-		return 0, fmt.Errorf("count failed jobs: %w", err)
+	total, err := c.CountRetryable(ctx, f)
+	if err != nil {
+		return 0, err
 	}
 	b := newBar(stderr, "retry", total, off)
 	defer b.Done()
@@ -100,14 +93,6 @@ func retryWithBar(ctx context.Context, c *pgrun.Client, f pgrun.RetryFilter, std
 		}
 	}
 	return done, nil
-}
-
-// nullIfEmpty is nil for "", for a SQL parameter that means "any".
-func nullIfEmpty(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
 }
 
 // barred wraps a bench's completed-jobs counter so that each reading also moves bar.

@@ -33,3 +33,11 @@ const RetryJobs = `select pgrun.retry_jobs($1, $2, $3, $4)`
 // RetryJobsDefaultMax is RetryJobs with the engine's default bound: $1 queue, $2
 // kind, $3 failed at or after (each NULL: any).
 const RetryJobsDefaultMax = `select pgrun.retry_jobs($1, $2, $3)`
+
+// CountRetryable counts the jobs RetryJobs would redrive (pgrun.retryable_jobs): $1
+// queue, $2 kind, $3 failed at or after (each NULL: any), $4 at most this many.
+const CountRetryable = `select count(*) from pgrun.retryable_jobs($1, $2, $3, $4)`
+
+// CountRetryableDefaultMax is CountRetryable with the engine's default bound: $1
+// queue, $2 kind, $3 since.
+const CountRetryableDefaultMax = `select count(*) from pgrun.retryable_jobs($1, $2, $3)`

@@ -41,12 +41,3 @@ from pgrun.jobs j, (select pgrun.clock() as at) c
 where j.status = 'running'
 order by j.started_at, j.id
 limit $1`
-
-// CountRetryable counts the failed jobs pgrun.retry_jobs would redrive with the same
-// arguments, at most $4: $1 queue, $2 kind (NULL: any), $3 failed at or after (NULL:
-// whenever). Only a bulk retry's progress bar reads it; which jobs are redriven is
-// retry_jobs' choice alone.
-const CountRetryable = `select count(*) from (select 1 from pgrun.jobs j
-  where j.status = 'failed' and ($1::text is null or j.queue = $1) and ($2::text is null or j.kind = $2)
-    and ($3::timestamptz is null or j.finished_at >= $3)
-  limit $4) x`

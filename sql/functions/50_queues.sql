@@ -166,9 +166,40 @@ begin
 end;
 $$;
 
--- retry_jobs redrives failed jobs in bulk (dead letters): those of queue and kind
--- (NULL: any) that failed at or after since, at most max_jobs of them. Returns how
--- many were queued again.
+-- retryable_jobs lists, in id order, the failed jobs retry_jobs redrives: those of
+-- queue and kind (NULL: any) that failed at or after since, at most max_jobs of them.
+-- The one statement of that choice, so that a caller counting ahead (a progress bar)
+-- counts what retry_jobs would redrive.
+create or replace function pgrun.retryable_jobs(
+  queue     text default null,
+  kind      text default null,
+  since     timestamptz default null,
+  max_jobs  integer default 1000
+)
+returns setof bigint
+language plpgsql
+stable
+set search_path = pgrun, pg_catalog
+as $$
+#variable_conflict use_column
+begin
+  if max_jobs is null or max_jobs < 1 then
+    raise exception 'max_jobs % is not valid', coalesce(max_jobs::text, 'NULL')
+      using errcode = '22023', hint = 'Redrive 1 or more jobs per call.';
+  end if;
+  return query
+    select j.id from pgrun.jobs j
+    where j.status = 'failed'
+      and (retryable_jobs.queue is null or j.queue = retryable_jobs.queue)
+      and (retryable_jobs.kind is null or j.kind = retryable_jobs.kind)
+      and (since is null or j.finished_at >= since)
+    order by j.id
+    limit max_jobs;
+end;
+$$;
+
+-- retry_jobs redrives failed jobs in bulk (dead letters): those retryable_jobs lists
+-- for the same arguments. Returns how many were queued again.
 create or replace function pgrun.retry_jobs(
   queue     text default null,
   kind      text default null,
@@ -179,22 +210,11 @@ returns integer
 language plpgsql
 set search_path = pgrun, pg_catalog
 as $$
-#variable_conflict use_column
 declare
   n integer;
 begin
-  if max_jobs is null or max_jobs < 1 then
-    raise exception 'max_jobs % is not valid', coalesce(max_jobs::text, 'NULL')
-      using errcode = '22023', hint = 'Redrive 1 or more jobs per call.';
-  end if;
-  select count(pgrun.retry_job(j.id)) into n
-  from (select j.id from pgrun.jobs j
-        where j.status = 'failed'
-          and (retry_jobs.queue is null or j.queue = retry_jobs.queue)
-          and (retry_jobs.kind is null or j.kind = retry_jobs.kind)
-          and (since is null or j.finished_at >= since)
-        order by j.id
-        limit max_jobs) j;
+  select count(pgrun.retry_job(r.id)) into n
+  from pgrun.retryable_jobs(queue, kind, since, max_jobs) r(id);
   return n;
 end;
 $$;

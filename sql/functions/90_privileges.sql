@@ -123,7 +123,7 @@ begin
   end loop;
   -- admin: operations, and reading everything.
   return next format('grant select on all tables in schema pgrun to %I', admin);
-  foreach f in array array['cancel_job', 'retry_job', 'retry_jobs', 'cancel_run', 'retry_run',
+  foreach f in array array['cancel_job', 'retry_job', 'retry_jobs', 'retryable_jobs', 'cancel_run', 'retry_run',
                            'define_workflow', 'pause_queue', 'resume_queue', 'set_queue', 'set_schedule',
                            'drop_schedule', 'pause_schedule', 'resume_schedule', 'set_worker_control',
                            'worker_modes', 'maintain', 'take_maintenance', 'set_maintenance_step',
