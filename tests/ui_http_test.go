@@ -128,6 +128,10 @@ func TestUIActionsAreCheckedOnTheServer(t *testing.T) {
 	var paused bool
 	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select paused from pgrun.queues where name = 'default'`).Scan(&paused))
 	require.True(t, paused)
+	resp, _ = post(t, base+"/actions/resume-queue", url.Values{"queue": {"default"}, "csrf": {token}, "confirmed": {"yes"}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select paused from pgrun.queues where name = 'default'`).Scan(&paused))
+	require.False(t, paused)
 	resp, _ = post(t, base+"/actions/worker-control", url.Values{"host": {"h1"}, "queue": {"default"}, "mode": {"drain"},
 		"csrf": {token}, "confirmed": {"yes"}})
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)

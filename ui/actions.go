@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pgrun/pgrun/internal/sqlapi"
+	"github.com/pgrun/pgrun"
 )
 
 const (
@@ -132,16 +132,27 @@ var actions = map[string]actionSpec{
 		},
 		do: func(ctx context.Context, s *Server, f form) (string, error) {
 			b, _ := parseBulk(f)
-			var n int
-			err := s.pool.QueryRow(ctx, sqlapi.DashboardRetryFailed, nilIfEmpty(b.queue), nilIfEmpty(b.kind),
-				nilIfZero(b.since), b.limit).Scan(&n)
+			n, err := s.client.RetryJobs(ctx, pgrun.RetryFilter{Queue: b.queue, Kind: b.kind, Since: b.since, Max: b.limit})
 			return fmt.Sprintf("%d failed jobs queued again.", n), err
 		},
 	},
-	"pause-queue":     queueAction("Pause queue %s? Running jobs go on; nothing new starts.", "Queue %s paused.", sqlapi.DashboardPauseQueue),
-	"resume-queue":    queueAction("Resume queue %s?", "Queue %s resumed.", sqlapi.DashboardResumeQueue),
-	"pause-schedule":  scheduleAction("Pause schedule %s? It stops firing until resumed.", "Schedule %s paused.", sqlapi.DashboardPauseSchedule),
-	"resume-schedule": scheduleAction("Resume schedule %s? It fires from its next slot; missed slots do not fire.", "Schedule %s resumed.", sqlapi.DashboardResumeSchedule),
+	"pause-queue": queueAction("Pause queue %s? Running jobs go on; nothing new starts.", "Queue %s paused.",
+		func(ctx context.Context, c *pgrun.Client, q string) error { _, err := c.PauseQueue(ctx, q); return err }),
+	"resume-queue": queueAction("Resume queue %s?", "Queue %s resumed.",
+		func(ctx context.Context, c *pgrun.Client, q string) error {
+			_, err := c.ResumeQueue(ctx, q)
+			return err
+		}),
+	"pause-schedule": scheduleAction("Pause schedule %s? It stops firing until resumed.", "Schedule %s paused.",
+		func(ctx context.Context, c *pgrun.Client, n string) error {
+			_, err := c.PauseSchedule(ctx, n)
+			return err
+		}),
+	"resume-schedule": scheduleAction("Resume schedule %s? It fires from its next slot; missed slots do not fire.", "Schedule %s resumed.",
+		func(ctx context.Context, c *pgrun.Client, n string) error {
+			_, err := c.ResumeSchedule(ctx, n)
+			return err
+		}),
 	"worker-control": {
 		confirm: func(f form) (string, error) {
 			host, queue, mode, err := parseControl(f)
@@ -154,9 +165,8 @@ var actions = map[string]actionSpec{
 		},
 		do: func(ctx context.Context, s *Server, f form) (string, error) {
 			host, queue, mode, _ := parseControl(f)
-			var set string
-			err := s.pool.QueryRow(ctx, sqlapi.DashboardWorkerControlSet, host, queue, mode).Scan(&set)
-			return fmt.Sprintf("Workers on %s, queue %s: %s.", host, queue, set), err
+			err := s.client.SetWorkerControl(ctx, host, queue, pgrun.WorkerMode(mode))
+			return fmt.Sprintf("Workers on %s, queue %s: %s.", host, queue, mode), err
 		},
 	},
 	"cancel-run": {
@@ -177,17 +187,15 @@ var actions = map[string]actionSpec{
 		},
 		do: func(ctx context.Context, s *Server, f form) (string, error) {
 			id, _ := f.id("run")
-			var got *int64
-			err := s.pool.QueryRow(ctx, sqlapi.DashboardRetryRun, id).Scan(&got)
-			if err == nil && got == nil {
-				return "", fmt.Errorf("run %d is running or succeeded: nothing to retry", id)
-			}
+			_, err := s.client.RetryRun(ctx, id)
 			return fmt.Sprintf("Run %d running again.", id), err
 		},
 	},
 }
 
-func queueAction(question, done, stmt string) actionSpec {
+// queueAction and scheduleAction confirm an action on the named queue or schedule
+// and then do it with call.
+func queueAction(question, done string, call func(context.Context, *pgrun.Client, string) error) actionSpec {
 	return actionSpec{
 		confirm: func(f form) (string, error) {
 			q, err := f.need("queue")
@@ -195,13 +203,12 @@ func queueAction(question, done, stmt string) actionSpec {
 		},
 		do: func(ctx context.Context, s *Server, f form) (string, error) {
 			q, _ := f.need("queue")
-			var name string
-			return fmt.Sprintf(done, q), s.pool.QueryRow(ctx, stmt, q).Scan(&name)
+			return fmt.Sprintf(done, q), call(ctx, s.client, q)
 		},
 	}
 }
 
-func scheduleAction(question, done, stmt string) actionSpec {
+func scheduleAction(question, done string, call func(context.Context, *pgrun.Client, string) error) actionSpec {
 	return actionSpec{
 		confirm: func(f form) (string, error) {
 			n, err := f.need("schedule")
@@ -209,8 +216,7 @@ func scheduleAction(question, done, stmt string) actionSpec {
 		},
 		do: func(ctx context.Context, s *Server, f form) (string, error) {
 			n, _ := f.need("schedule")
-			var name string
-			return fmt.Sprintf(done, n), s.pool.QueryRow(ctx, stmt, n).Scan(&name)
+			return fmt.Sprintf(done, n), call(ctx, s.client, n)
 		},
 	}
 }

@@ -153,12 +153,12 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 			Map      json.RawMessage `json:"map"`
 		} `json:"nodes"`
 	}
-	var raw []byte
-	if err := s.pool.QueryRow(ctx, sqlapi.DashboardWorkflowSpec, run.Workflow, run.Version).Scan(&raw); err != nil {
+	wf, err := s.client.Workflow(ctx, run.Workflow, run.Version)
+	if err != nil {
 		s.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
-	if err := json.Unmarshal(raw, &spec); err != nil {
+	if err := json.Unmarshal(wf.Spec, &spec); err != nil {
 		s.fail(w, r, http.StatusInternalServerError, fmt.Errorf("workflow %s version %d: %w", run.Workflow, run.Version, err))
 		return
 	}

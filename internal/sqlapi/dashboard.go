@@ -1,6 +1,3 @@
-// Package sqlapi holds every SQL statement the Go side of pgrun sends, as string
-// constants named for what they do, one file per concern. It imports nothing from
-// this module, so that any package may use it.
 package sqlapi
 
 // The dashboard's statements (package ui, `runner ui`). Each list is read newest
@@ -153,9 +150,6 @@ limit $5`
 // starts.
 const DashboardRunIDMax = `select max(id) from pgrun.runs`
 
-// DashboardWorkflowSpec is the spec of workflow $1 version $2.
-const DashboardWorkflowSpec = `select spec from pgrun.workflows where name = $1 and version = $2`
-
 // DashboardRunNodes lists run $1's node jobs (not map children) with what the DAG
 // page shows of each.
 const DashboardRunNodes = `select j.node, j.id as job_id, j.kind, j.status::text as status, j.attempt,
@@ -219,28 +213,3 @@ const DashboardFingerprint = `select concat_ws('|',
   (select count(*) || ':' || coalesce(sum(progress_current), 0) || ':' || coalesce(max(heartbeat_at)::text, '')
    from pgrun.jobs where status = 'running'),
   (select max(last_seen) from pgrun.workers))`
-
-// DashboardRetryFailed redrives failed jobs in bulk (pgrun.retry_jobs): queue $1
-// and kind $2 (NULL: any), failed at or after $3 (NULL: any time), at most $4.
-// Returns how many were queued again.
-const DashboardRetryFailed = `select pgrun.retry_jobs($1, $2, $3, $4)`
-
-// DashboardPauseQueue pauses queue $1 (pgrun.pause_queue).
-const DashboardPauseQueue = `select name from pgrun.pause_queue($1)`
-
-// DashboardResumeQueue resumes queue $1 (pgrun.resume_queue).
-const DashboardResumeQueue = `select name from pgrun.resume_queue($1)`
-
-// DashboardPauseSchedule pauses schedule $1 (pgrun.pause_schedule).
-const DashboardPauseSchedule = `select name from pgrun.pause_schedule($1)`
-
-// DashboardResumeSchedule resumes schedule $1 (pgrun.resume_schedule).
-const DashboardResumeSchedule = `select name from pgrun.resume_schedule($1)`
-
-// DashboardWorkerControlSet sets host $1's mode for queue $2 ('*': every queue) to
-// $3, on, drain or off (pgrun.set_worker_control).
-const DashboardWorkerControlSet = `select pgrun.set_worker_control($1, $2, $3)`
-
-// DashboardRetryRun redrives run $1 after it failed or was cancelled
-// (pgrun.retry_run); NULL when it is running or succeeded.
-const DashboardRetryRun = `select id from pgrun.retry_run($1)`
