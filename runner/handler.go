@@ -86,12 +86,10 @@ func Handle[T any](r *Runner, kind string, fn func(ctx context.Context, j *Job[T
 	})
 }
 
-// JobArgs is implemented by args types that name their kind, so that the kind string
-// is written once, on the type, for both enqueueing and handling (pgrun.JobArgs has
-// the same method). Kind must answer on the type's zero value.
-type JobArgs interface {
-	Kind() string
-}
+// JobArgs is pgrun.JobArgs: args types that name their kind, so that the kind string
+// is written once, on the type, for both enqueueing and handling. Kind must answer
+// on the type's zero value.
+type JobArgs = pgrun.JobArgs
 
 // HandleArgs registers fn for the kind T names (T{}.Kind()), as [Handle] does:
 //
