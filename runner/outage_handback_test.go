@@ -33,6 +33,16 @@ func TestRunnerHandsBackALostClaimWhenItReconnects(t *testing.T) {
 		require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.workers where id = 'w-lost'`).Scan(&n))
 		return n == 1
 	})
+	// The outage is noticed by the runner's LISTEN connection breaking (idle pool
+	// connections that die are replaced without an error), so kill only once it
+	// listens on both channels.
+	testkit.Eventually(t, 10*time.Second, "the runner to listen", func() bool {
+		var n int
+		require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pg_stat_activity
+			where datname = current_database() and application_name = 'victim' and state = 'idle'
+			  and query ilike 'listen %'`).Scan(&n))
+		return n == 1
+	})
 
 	// The lost claim: running under the runner's id, with the default 30 s lease. It is
 	// claimed in a queue the runner does not serve, then moved to its queue, so that
