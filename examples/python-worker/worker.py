@@ -56,35 +56,45 @@ def wait(conn, timeout):
     while (n := conn.pgconn.notifies()) is not None: out.append(n.extra.decode())
     return out
 
+def interrupt(job):
+    """Ends job's handler early, unless the main loop has moved on from job already."""
+    with lock:
+        if current == job: cancelled.set()
+
 def keeper():
     """Renews the running job's lease every third of it and heartbeats; a cancel
-    notification is only a hint, confirmed by a renewal that no longer holds the job."""
+    notification is only a hint, confirmed by a renewal that no longer holds the job.
+    It also interrupts the running job once SIGTERM has set stop: the signal handler
+    itself only sets stop, because a handler that takes a lock the main thread may be
+    holding at that instant (every threading.Event has one) deadlocks the worker."""
     with psycopg.connect(URL, autocommit=True) as conn:
         conn.execute("listen pgrun_cancel")
         last = 0.0
         while not stop.is_set() or current:
             notes = wait(conn, 0.2)
             with lock: job, every = current, renew_every
+            if job and stop.is_set(): interrupt(job)
             hinted = job and any(p.split(":")[0] == str(job[0]) for p in notes)
             if time.monotonic() - last < every and not hinted: continue
             last = time.monotonic()
             if job and not conn.execute("select pgrun.renew_leases(%s, %s, null, %s)", (WORKER, [job[0]], [job[1]])).fetchall():
-                cancelled.set()
+                interrupt(job)
             conn.execute("select pgrun.worker_heartbeat(%s, %s, %s, %s, cadence => make_interval(secs => %s), kinds => %s)",
                          (WORKER, socket.gethostname(), os.getpid(), [QUEUE], every, KINDS))
 
 def main():
     global current, renew_every
-    signal.signal(signal.SIGTERM, lambda *_: (stop.set(), cancelled.set()))
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())  # nothing else: see keeper
     threading.Thread(target=keeper, daemon=True).start()
     with psycopg.connect(URL, autocommit=True, row_factory=dict_row) as conn:
         conn.execute("listen pgrun_jobs")
-        while not stop.is_set():
+        while True:
+            cancelled.clear()  # before the check: a SIGTERM after it interrupts the next job
+            if stop.is_set(): break
             job = conn.execute("select * from pgrun.claim_job(%s, %s, %s)", (QUEUE, WORKER, KINDS)).fetchone()
             if job is None:
                 wait(conn, 1.0)  # a notification, or poll each second
                 continue
-            if not stop.is_set(): cancelled.clear()  # a job claimed as SIGTERM came goes back
             with lock:
                 current = (job["id"], job["claim_id"])
                 renew_every = job["lease_length"].total_seconds() / 3
