@@ -254,6 +254,8 @@ language plpgsql
 set search_path = pgrun, pg_catalog
 as $$
 #variable_conflict use_column
+declare
+  v_now timestamptz := pgrun.clock();
 begin
   if lease <= interval '0' then
     raise exception 'lease % is not positive', lease
@@ -261,7 +263,7 @@ begin
   end if;
   return query
   update pgrun.jobs j
-  set lease_expires_at = pgrun.clock() + coalesce(lease,
+  set lease_expires_at = v_now + coalesce(lease,
         (select q.default_lease from pgrun.queues q where q.name = j.queue), pgrun.default_lease()),
       lease_length = coalesce(lease,
         (select q.default_lease from pgrun.queues q where q.name = j.queue), pgrun.default_lease())

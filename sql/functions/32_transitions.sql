@@ -30,6 +30,8 @@ set search_path = pgrun, pg_catalog
 as $$
 declare
   v_limit integer := pgrun.max_json_bytes();
+  -- Once, not per row: a call of pgrun.clock() costs about 6 us (see clock).
+  v_now   timestamptz := pgrun.clock();
 begin
   perform pgrun.check_reporter(worker);
   if cardinality(ids) is distinct from cardinality(attempts)
@@ -61,7 +63,7 @@ begin
   end if;
   return query
   update pgrun.jobs j
-  set status = 'succeeded', finished_at = pgrun.clock(), result = r.result,
+  set status = 'succeeded', finished_at = v_now, result = r.result,
       lease_expires_at = null
   from unnest(ids, attempts, coalesce(results, array_fill(null::jsonb, array[cardinality(ids)])),
               coalesce(claim_ids, array_fill(null::uuid, array[cardinality(ids)])))
