@@ -37,6 +37,14 @@
 -- the row until commit. The outer UPDATE deliberately repeats no status filter: with
 -- one, the planner may fetch the ids through the partial claim index (id is its last
 -- column) and scan the whole backlog per claim.
+--
+-- Plans are generic (plan_cache_mode, as in enqueue_columns): each statement here is
+-- planned once per session and serves claims of one job and of 10,000 alike. With
+-- PostgreSQL's default, a statement whose parameters move its estimates is planned
+-- again on every call, which was half the cost of a claim that found one job (about
+-- 0.6 ms of a 1.2 ms call here), so small claims, the steady state's, paid it most.
+-- The statements are written to keep their index plans under a generic plan (above),
+-- and tests/plan_check_test.go checks that they do.
 create or replace function pgrun.claim_jobs(
   queue           text,
   worker          text,
@@ -51,6 +59,7 @@ create or replace function pgrun.claim_jobs(
 returns setof pgrun.jobs
 language plpgsql
 set search_path = pgrun, pg_catalog
+set plan_cache_mode = force_generic_plan
 as $$
 #variable_conflict use_column
 declare
@@ -213,6 +222,9 @@ begin
           limit v_left
           for update skip locked);
       end if;
+      -- Nothing to claim in this pass: no UPDATE, so no statement trigger either
+      -- (jobs_dispatch, a third of the cost of an empty claim).
+      continue when cardinality(v_ids) = 0;
       return query
       update pgrun.jobs j
       set status = 'running', attempt = j.attempt + 1, claimed_by = worker,
@@ -252,6 +264,7 @@ create or replace function pgrun.renew_leases(
 returns setof bigint
 language plpgsql
 set search_path = pgrun, pg_catalog
+set plan_cache_mode = force_generic_plan
 as $$
 #variable_conflict use_column
 declare
