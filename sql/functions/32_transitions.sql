@@ -17,7 +17,6 @@
 -- another worker is skipped like a stale one (check_reporter: only the engine's owner
 -- may leave it NULL). claim_ids, when given, holds each job's claim_id (an element
 -- NULL: any claim of that attempt), and a job is finished only under that claim.
--- The report functions' plans are generic, like claim_jobs' (30_claim.sql says why).
 create or replace function pgrun.complete_jobs(
   ids        bigint[],
   attempts   integer[],
@@ -28,7 +27,6 @@ create or replace function pgrun.complete_jobs(
 returns setof bigint
 language plpgsql
 set search_path = pgrun, pg_catalog
-set plan_cache_mode = force_generic_plan
 as $$
 declare
   v_limit integer := pgrun.max_json_bytes();
@@ -141,7 +139,6 @@ create or replace function pgrun.fail_job(
 returns pgrun.jobs
 language plpgsql
 set search_path = pgrun, pg_catalog
-set plan_cache_mode = force_generic_plan
 as $$
 #variable_conflict use_column
 declare
@@ -251,7 +248,6 @@ create or replace function pgrun.retry_later(
 returns pgrun.jobs
 language plpgsql
 set search_path = pgrun, pg_catalog
-set plan_cache_mode = force_generic_plan
 as $$
 begin
   perform pgrun.check_reporter(worker);
@@ -273,7 +269,6 @@ create or replace function pgrun.requeue_job(
 returns pgrun.jobs
 language plpgsql
 set search_path = pgrun, pg_catalog
-set plan_cache_mode = force_generic_plan
 as $$
 begin
   perform pgrun.check_reporter(worker);
