@@ -49,7 +49,7 @@ func TestWorkflowDispatchUsesIndexes(t *testing.T) {
 	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.jobs where queue = 'second' and status = 'queued'`).Scan(&queued))
 	require.Equal(t, 50, queued, "every dependent released")
 
-	requireNoSeqScan(t, plans(), "the dispatch")
+	requireNoSeqScan(t, plans(), 20, "the dispatch")
 }
 
 // completeBatchOn records claims as succeeded with one complete_jobs call on conn.

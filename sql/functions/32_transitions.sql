@@ -17,6 +17,7 @@
 -- another worker is skipped like a stale one (check_reporter: only the engine's owner
 -- may leave it NULL). claim_ids, when given, holds each job's claim_id (an element
 -- NULL: any claim of that attempt), and a job is finished only under that claim.
+-- Plans are custom, as claim_jobs' (30_claim.sql says why).
 create or replace function pgrun.complete_jobs(
   ids        bigint[],
   attempts   integer[],
@@ -27,6 +28,7 @@ create or replace function pgrun.complete_jobs(
 returns setof bigint
 language plpgsql
 set search_path = pgrun, pg_catalog
+set plan_cache_mode = force_custom_plan
 as $$
 declare
   v_limit integer := pgrun.max_json_bytes();
