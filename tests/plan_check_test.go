@@ -133,6 +133,9 @@ func TestHotPathsKeepIndexesAsTheTableGrows(t *testing.T) {
 		require.NoError(t, err)
 		_, err = conn.Exec(b.Ctx, `select count(*) from pgrun.complete_jobs($1, $2, null, 'w1')`, ids, attempts)
 		require.NoError(t, err)
+		_, err = conn.Exec(b.Ctx, `select count(*) from pgrun.enqueue_batch(array['noop', 'noop'], queues => array['hot', 'hot'],
+			unique_keys => array[gen_random_uuid()::text, null])`)
+		require.NoError(t, err)
 	}
 	// Grown by another session; no ANALYZE (and no autovacuum on the test server).
 	_, err := b.Pool.Exec(b.Ctx, `select count(*) from pgrun.enqueue_batch(
@@ -145,6 +148,9 @@ func TestHotPathsKeepIndexesAsTheTableGrows(t *testing.T) {
 	_, err = conn.Exec(b.Ctx, `select count(*) from pgrun.renew_leases('w1', $1)`, ids)
 	require.NoError(t, err)
 	_, err = conn.Exec(b.Ctx, `select count(*) from pgrun.complete_jobs($1, $2, null, 'w1')`, ids, attempts)
+	require.NoError(t, err)
+	_, err = conn.Exec(b.Ctx, `select count(*) from pgrun.enqueue_batch(array['noop', 'noop'], queues => array['hot', 'hot'],
+		unique_keys => array['grown', null])`)
 	require.NoError(t, err)
 	requireNoSeqScan(t, plans()[before:], 10, "a hot path of a session older than the table's growth")
 }
