@@ -154,3 +154,37 @@ func TestHotPathsKeepIndexesAsTheTableGrows(t *testing.T) {
 	require.NoError(t, err)
 	requireNoSeqScan(t, plans()[before:], 10, "a hot path of a session older than the table's growth")
 }
+
+// The same for the other statements a long-lived session repeats: maintain() rounds
+// (a runner leads them every second from its start), claims that resume after a key,
+// and queue_stats (the metrics scrape and the dashboard).
+func TestMaintenanceKeepsIndexesAsTheTableGrows(t *testing.T) {
+	b := testkit.Setup(t)
+	conn, plans := explainSession(t, b)
+	var id int64
+	var attempt int32
+	for range 8 {
+		_, err := conn.Exec(b.Ctx, `select count(*) from pgrun.enqueue_batch(array_fill('noop'::text, array[3]),
+			queues => array_fill('hot'::text, array[3]))`)
+		require.NoError(t, err)
+		require.NoError(t, conn.QueryRow(b.Ctx, `select id, attempt from pgrun.claim_jobs('hot', 'w1', 1,
+			after_priority => 0::smallint, after_run_at => now() - interval '1 hour', after_id => 1)`).Scan(&id, &attempt))
+		_, err = conn.Exec(b.Ctx, `select pgrun.maintain(leader => 'plan-check')`)
+		require.NoError(t, err)
+		_, err = conn.Exec(b.Ctx, `select count(*) from pgrun.queue_stats`)
+		require.NoError(t, err)
+	}
+	_, err := b.Pool.Exec(b.Ctx, `select count(*) from pgrun.enqueue_batch(
+		array_fill('noop'::text, array[100000]), queues => array_fill('hot'::text, array[100000]))`)
+	require.NoError(t, err)
+	_, err = b.Pool.Exec(b.Ctx, `select count(*) from pgrun.claim_jobs('hot', 'seed', 10000)`)
+	require.NoError(t, err)
+	before := len(plans())
+	require.NoError(t, conn.QueryRow(b.Ctx, `select id, attempt from pgrun.claim_jobs('hot', 'w1', 1,
+		after_priority => 0::smallint, after_run_at => now() - interval '1 hour', after_id => $1)`, id).Scan(&id, &attempt))
+	_, err = conn.Exec(b.Ctx, `select pgrun.maintain(leader => 'plan-check')`)
+	require.NoError(t, err)
+	_, err = conn.Exec(b.Ctx, `select count(*) from pgrun.queue_stats`)
+	require.NoError(t, err)
+	requireNoSeqScan(t, plans()[before:], 10, "maintenance of a session older than the table's growth")
+}
