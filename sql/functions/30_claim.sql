@@ -223,8 +223,8 @@ begin
           limit v_left
           for update skip locked);
       end if;
-      -- Nothing to claim in this pass: no UPDATE, so no statement trigger either
-      -- (jobs_dispatch, a third of the cost of an empty claim).
+      -- Nothing to claim in this pass: no UPDATE, whose statement trigger
+      -- (jobs_dispatch) would run even for no rows.
       continue when cardinality(v_ids) = 0;
       return query
       update pgrun.jobs j

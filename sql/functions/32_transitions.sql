@@ -32,7 +32,7 @@ set plan_cache_mode = force_custom_plan
 as $$
 declare
   v_limit integer := pgrun.max_json_bytes();
-  -- Once, not per row: a call of pgrun.clock() costs about 6 us (see clock).
+  -- Once, not per row: a call of pgrun.clock() costs microseconds (see clock).
   v_now   timestamptz := pgrun.clock();
 begin
   perform pgrun.check_reporter(worker);
