@@ -24,15 +24,11 @@ import (
 // an index or the statistics sends the planner to read the whole table.
 func TestHotPathsUseIndexes(t *testing.T) {
 	b := testkit.Setup(t)
-	_, err := b.Pool.Exec(b.Ctx, `select count(*) from pgrun.enqueue_batch(
-		array_fill('noop'::text, array[100000]), queues => array_fill('hot'::text, array[100000]))`)
-	require.NoError(t, err)
-	_, err = b.Pool.Exec(b.Ctx, `select pgrun.complete_jobs(array_agg(id), array_agg(attempt))
+	enqueueBatchOn(t, b.Ctx, b.Pool, "hot", 100000)
+	_, err := b.Pool.Exec(b.Ctx, `select pgrun.complete_jobs(array_agg(id), array_agg(attempt))
 		from pgrun.claim_jobs('hot', 'seed', 10000)`)
 	require.NoError(t, err)
-	_, err = b.Pool.Exec(b.Ctx, `select count(*) from pgrun.enqueue_batch(array_fill('noop'::text, array[10]),
-		queues => array_fill('cold'::text, array[10]))`) // a small queue: queue_stats counts it exactly
-	require.NoError(t, err)
+	enqueueBatchOn(t, b.Ctx, b.Pool, "cold", 10) // a small queue: queue_stats counts it exactly
 	_, err = b.Pool.Exec(b.Ctx, `analyze pgrun.jobs`)
 	require.NoError(t, err)
 
@@ -124,12 +120,10 @@ func TestHotPathsKeepIndexesAsTheTableGrows(t *testing.T) {
 	var ids []int64
 	var attempts []int32
 	for range 8 { // past the five custom plans after which PostgreSQL may go generic
-		_, err := conn.Exec(b.Ctx, `select count(*) from pgrun.enqueue_batch(array_fill('noop'::text, array[3]),
-			queues => array_fill('hot'::text, array[3]))`)
-		require.NoError(t, err)
+		enqueueBatchOn(t, b.Ctx, conn, "hot", 3)
 		require.NoError(t, conn.QueryRow(b.Ctx, `select array_agg(id), array_agg(attempt) from pgrun.claim_jobs('hot', 'w1', 3)`).
 			Scan(&ids, &attempts))
-		_, err = conn.Exec(b.Ctx, `select count(*) from pgrun.renew_leases('w1', $1)`, ids)
+		_, err := conn.Exec(b.Ctx, `select count(*) from pgrun.renew_leases('w1', $1)`, ids)
 		require.NoError(t, err)
 		_, err = conn.Exec(b.Ctx, `select count(*) from pgrun.complete_jobs($1, $2, null, 'w1')`, ids, attempts)
 		require.NoError(t, err)
@@ -138,14 +132,12 @@ func TestHotPathsKeepIndexesAsTheTableGrows(t *testing.T) {
 		require.NoError(t, err)
 	}
 	// Grown by another session; no ANALYZE (and no autovacuum on the test server).
-	_, err := b.Pool.Exec(b.Ctx, `select count(*) from pgrun.enqueue_batch(
-		array_fill('noop'::text, array[100000]), queues => array_fill('hot'::text, array[100000]))`)
-	require.NoError(t, err)
+	enqueueBatchOn(t, b.Ctx, b.Pool, "hot", 100000)
 	before := len(plans())
 	require.NoError(t, conn.QueryRow(b.Ctx, `select array_agg(id), array_agg(attempt) from pgrun.claim_jobs('hot', 'w1', 100)`).
 		Scan(&ids, &attempts))
 	require.Len(t, ids, 100)
-	_, err = conn.Exec(b.Ctx, `select count(*) from pgrun.renew_leases('w1', $1)`, ids)
+	_, err := conn.Exec(b.Ctx, `select count(*) from pgrun.renew_leases('w1', $1)`, ids)
 	require.NoError(t, err)
 	_, err = conn.Exec(b.Ctx, `select count(*) from pgrun.complete_jobs($1, $2, null, 'w1')`, ids, attempts)
 	require.NoError(t, err)
@@ -164,20 +156,16 @@ func TestMaintenanceKeepsIndexesAsTheTableGrows(t *testing.T) {
 	var id int64
 	var attempt int32
 	for range 8 {
-		_, err := conn.Exec(b.Ctx, `select count(*) from pgrun.enqueue_batch(array_fill('noop'::text, array[3]),
-			queues => array_fill('hot'::text, array[3]))`)
-		require.NoError(t, err)
+		enqueueBatchOn(t, b.Ctx, conn, "hot", 3)
 		require.NoError(t, conn.QueryRow(b.Ctx, `select id, attempt from pgrun.claim_jobs('hot', 'w1', 1,
 			after_priority => 0::smallint, after_run_at => now() - interval '1 hour', after_id => 1)`).Scan(&id, &attempt))
-		_, err = conn.Exec(b.Ctx, `select pgrun.maintain(leader => 'plan-check')`)
+		_, err := conn.Exec(b.Ctx, `select pgrun.maintain(leader => 'plan-check')`)
 		require.NoError(t, err)
 		_, err = conn.Exec(b.Ctx, `select count(*) from pgrun.queue_stats`)
 		require.NoError(t, err)
 	}
-	_, err := b.Pool.Exec(b.Ctx, `select count(*) from pgrun.enqueue_batch(
-		array_fill('noop'::text, array[100000]), queues => array_fill('hot'::text, array[100000]))`)
-	require.NoError(t, err)
-	_, err = b.Pool.Exec(b.Ctx, `select count(*) from pgrun.claim_jobs('hot', 'seed', 10000)`)
+	enqueueBatchOn(t, b.Ctx, b.Pool, "hot", 100000)
+	_, err := b.Pool.Exec(b.Ctx, `select count(*) from pgrun.claim_jobs('hot', 'seed', 10000)`)
 	require.NoError(t, err)
 	before := len(plans())
 	require.NoError(t, conn.QueryRow(b.Ctx, `select id, attempt from pgrun.claim_jobs('hot', 'w1', 1,
@@ -187,4 +175,15 @@ func TestMaintenanceKeepsIndexesAsTheTableGrows(t *testing.T) {
 	_, err = conn.Exec(b.Ctx, `select count(*) from pgrun.queue_stats`)
 	require.NoError(t, err)
 	requireNoSeqScan(t, plans()[before:], 10, "maintenance of a session older than the table's growth")
+}
+
+// enqueueBatchOn enqueues n noop jobs into queue with one enqueue_batch call made on
+// db: the pool, or the session whose cached plans a test examines.
+func enqueueBatchOn(t *testing.T, ctx context.Context, db interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+}, queue string, n int) {
+	t.Helper()
+	_, err := db.Exec(ctx, `select count(*) from pgrun.enqueue_batch(array_fill('noop'::text, array[$2::int]),
+		queues => array_fill($1::text, array[$2::int]))`, queue, n)
+	require.NoError(t, err)
 }

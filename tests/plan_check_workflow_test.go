@@ -19,10 +19,8 @@ import (
 // batch of 500.
 func TestWorkflowDispatchUsesIndexes(t *testing.T) {
 	b := testkit.Setup(t)
-	_, err := b.Pool.Exec(b.Ctx, `select count(*) from pgrun.enqueue_batch(
-		array_fill('noop'::text, array[100000]), queues => array_fill('hot'::text, array[100000]))`)
-	require.NoError(t, err)
-	_, err = b.Pool.Exec(b.Ctx, `select pgrun.complete_jobs(array_agg(id), array_agg(attempt))
+	enqueueBatchOn(t, b.Ctx, b.Pool, "hot", 100000)
+	_, err := b.Pool.Exec(b.Ctx, `select pgrun.complete_jobs(array_agg(id), array_agg(attempt))
 		from pgrun.claim_jobs('hot', 'seed', 10000)`)
 	require.NoError(t, err)
 	parent := fanInParent(t, b, 1001, 1.0)
