@@ -57,12 +57,10 @@ declare
   bad     bigint;
   keyed   boolean;
   -- Worked out once for the statement: the tenant (new_job_tenant's rule: a child's
-  -- is its parent's, anyone else's the caller's; NULL with the mode off) and now
-  -- (pgrun.clock() without its call when the test seam is not in use).
+  -- is its parent's, anyone else's the caller's; NULL with the mode off) and now.
   mode    boolean := pgrun.tenant_mode();
   t       text := case when mode then pgrun.new_job_tenant(null) end;
-  v_now   timestamptz := case when coalesce(current_setting('pgrun.now', true), '') = '' then now()
-                              else pgrun.clock() end;
+  v_now   timestamptz := pgrun.clock();
   -- The queues' defaults: of the batch's one queue, or (qn not NULL) of each queue
   -- in qn, by position.
   dma     integer;
