@@ -203,28 +203,28 @@ func ScanJob(rows pgx.Rows) (*Job, error) {
 // collectJobs scans rows of [JobColumns] into one allocation of capacity jobs (more
 // if need be) and returns pointers into it.
 func collectJobs(rows pgx.Rows, capacity int) ([]*Job, error) {
-	all, err := pgx.AppendRows(make([]Job, 0, capacity), rows, pgx.RowTo[Job])
+	all, err := AppendJobs(make([]Job, 0, capacity), rows)
 	if err != nil {
 		return nil, err
 	}
+	return jobPointers(all), nil
+}
+
+// collectEnqueued scans rows of pgrun.enqueued ([Enqueued]) as collectJobs does,
+// with Deduplicated set.
+func collectEnqueued(rows pgx.Rows, capacity int) ([]*Job, error) {
+	all, err := appendJobRows(make([]Job, 0, capacity), rows, true)
+	if err != nil {
+		return nil, err
+	}
+	return jobPointers(all), nil
+}
+
+// jobPointers points at each job of all.
+func jobPointers(all []Job) []*Job {
 	jobs := make([]*Job, len(all))
 	for i := range all {
 		jobs[i] = &all[i]
 	}
-	return jobs, nil
-}
-
-// collectEnqueued scans rows of pgrun.enqueued ([Enqueued]) into jobs with
-// Deduplicated set.
-func collectEnqueued(rows pgx.Rows, capacity int) ([]*Job, error) {
-	all, err := pgx.AppendRows(make([]Enqueued, 0, capacity), rows, pgx.RowTo[Enqueued])
-	if err != nil {
-		return nil, err
-	}
-	jobs := make([]*Job, len(all))
-	for i := range all {
-		all[i].Job.Deduplicated = all[i].Deduplicated
-		jobs[i] = &all[i].Job
-	}
-	return jobs, nil
+	return jobs
 }

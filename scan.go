@@ -2,40 +2,54 @@ package pgrun
 
 import (
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // ScanRow implements pgx.RowScanner, so pgx.CollectRows(rows, pgx.RowToAddrOf[Job])
 // (and pgx.RowTo[Job]) scan a job. Rows whose columns are exactly
 // sqlapi.JobColumns, the select list of every statement of the binding that returns
-// jobs, are scanned into a hand-written list of fields (targets); any other column
-// list falls back to pgx.RowToStructByName. The hand-written list exists because the
-// job row is on the hot paths (a claim of 500 jobs, an EnqueueMany of 1,000): measured
-// there, RowToStructByName cost 2.5 times the client CPU (10.5 ms against 4.3 ms per
-// 1,000 rows) and twice the allocations. scan_test.go holds the list to the column
-// list and to Job's db tags.
+// jobs, are decoded from their wire bytes (jobwire.go; [AppendJobs] does the same
+// for many rows with fewer allocations); any other column list falls back to
+// pgx.RowToStructByName.
 func (j *Job) ScanRow(rows pgx.Rows) error {
-	if columnsAre(rows, jobColumnNames, false) {
-		return rows.Scan(j.targets(make([]any, 0, len(jobColumnNames)))...)
+	if w, ok := newJobWire(rows, false, 1); ok && w.decode(rows.RawValues(), j) {
+		return nil
 	}
-	v, err := pgx.RowToStructByName[jobByName](rows)
-	*j = Job(v)
-	return err
+	return j.scanSlow(rows, false)
 }
 
 // ScanRow implements pgx.RowScanner for rows of pgrun.enqueued: the job's columns
 // then deduplicated (see [Job.ScanRow]).
 func (e *Enqueued) ScanRow(rows pgx.Rows) error {
-	if columnsAre(rows, jobColumnNames, true) {
-		dst := e.Job.targets(make([]any, 0, len(jobColumnNames)+1))
-		if err := rows.Scan(append(dst, &e.Deduplicated)...); err != nil {
+	if w, ok := newJobWire(rows, true, 1); !ok || !w.decode(rows.RawValues(), &e.Job) {
+		if err := e.Job.scanSlow(rows, true); err != nil {
 			return err
 		}
-		e.Job.Deduplicated = e.Deduplicated
-		return nil
 	}
-	v, err := pgx.RowToStructByName[enqueuedByName](rows)
-	*e = Enqueued(v)
-	e.Job.Deduplicated = e.Deduplicated
+	e.Deduplicated = e.Job.Deduplicated
+	return nil
+}
+
+// scanSlow scans a row pgx's way: into the hand-written list of fields (targets) when
+// its columns are sqlapi.JobColumns (then deduplicated, with dedup) but the wire
+// decoder could not take it (text format, an unexpected value), else by name. With
+// dedup it sets j.Deduplicated.
+func (j *Job) scanSlow(rows pgx.Rows, dedup bool) error {
+	if columnsAre(rows.FieldDescriptions(), jobColumnNames, dedup) {
+		dst := j.targets(make([]any, 0, len(jobColumnNames)+1))
+		if dedup {
+			dst = append(dst, &j.Deduplicated)
+		}
+		return rows.Scan(dst...)
+	}
+	if dedup {
+		v, err := pgx.RowToStructByName[enqueuedByName](rows)
+		*j = v.Job
+		j.Deduplicated = v.Deduplicated
+		return err
+	}
+	v, err := pgx.RowToStructByName[jobByName](rows)
+	*j = Job(v)
 	return err
 }
 
@@ -55,10 +69,9 @@ var jobColumnNames = []string{"id", "kind", "queue", "args", "status", "priority
 	"dispatched_at", "concurrency_key", "model_required", "tenant", "deadline_at", "claim_id",
 	"lease_length"}
 
-// columnsAre reports whether the row's columns are names (then deduplicated, with
-// dedup). Comparing some forty short names costs far less than one reflective scan.
-func columnsAre(rows pgx.Rows, names []string, dedup bool) bool {
-	fds := rows.FieldDescriptions()
+// columnsAre reports whether the columns fds are names (then deduplicated, with
+// dedup).
+func columnsAre(fds []pgconn.FieldDescription, names []string, dedup bool) bool {
 	n := len(names)
 	if dedup {
 		n++

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pgrun/pgrun"
@@ -40,6 +41,10 @@ type fetcher struct {
 	resume  resumer
 	rtt     ewma // a claim's round trip
 	runTime ewma // a job's time in its slot
+	// yield is how many jobs the last claim brought: the next claim's rows are
+	// scanned into an array sized for about twice that (capped at what it asks for),
+	// so that a queue with little due does not allocate room for a full claim.
+	yield atomic.Int64
 
 	// ready holds jobs claimed beyond the free slots, oldest first. Guarded by readyMu
 	// because lease renewal reads it.
@@ -371,9 +376,10 @@ func (f *fetcher) claim(ctx context.Context, n int, after *claimKey) ([]*pgrun.J
 		if err != nil {
 			return err
 		}
-		if jobs, err = scanClaimed(rows, 0); err != nil {
+		if jobs, err = scanClaimed(rows, min(n, max(16, 2*int(f.yield.Load())))); err != nil {
 			return err
 		}
+		f.yield.Store(int64(len(jobs)))
 		f.r.arrive(jobs)
 		f.r.down.ok(began)
 		return nil

@@ -6,11 +6,11 @@ import (
 	"github.com/pgrun/pgrun"
 )
 
-// scanClaimed collects the rows of sqlapi.ClaimJobs into one backing array of jobs,
-// scanned by pgrun.Job's own pgx.RowScanner (the hand-written field list, measured
-// faster than pgx's by-name scan on this path).
+// scanClaimed collects the rows of sqlapi.ClaimJobs into an array of jobs made for
+// capacity (grown if more come) with pgrun.AppendJobs, the scan that decodes job rows
+// from their wire bytes.
 func scanClaimed(rows pgx.Rows, capacity int) ([]*pgrun.Job, error) {
-	all, err := pgx.AppendRows(make([]pgrun.Job, 0, capacity), rows, pgx.RowTo[pgrun.Job])
+	all, err := pgrun.AppendJobs(make([]pgrun.Job, 0, capacity), rows)
 	if err != nil {
 		return nil, err
 	}
