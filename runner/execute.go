@@ -20,13 +20,47 @@ import (
 	"github.com/pgrun/pgrun/internal/sqlapi"
 )
 
+// execContext is the context a handler runs under: the job's cancellable context,
+// which also answers execKey with its execution. It lives inside the execution, so
+// starting a job costs no context.WithValue; cancellation reaches contexts a handler
+// derives from it as directly as from the context it wraps (its Done and its
+// cancelCtx are that context's).
+type execContext struct {
+	context.Context
+	e *execution
+}
+
+// Value answers execKey with the execution, and any other key as the wrapped
+// context does.
+func (c *execContext) Value(key any) any {
+	if _, ok := key.(execKey); ok {
+		return c.e
+	}
+	return c.Context.Value(key)
+}
+
+// cancel cancels the handler's context with cause (nil: the attempt is over). The
+// first cancellation with a cause is timed on the watchdog's clock, so abandonment
+// is measured from it rather than from when the watchdog next looks; a lost lease is
+// counted.
+func (e *execution) cancel(cause error) {
+	if cause != nil && e.ctx.Err() == nil {
+		if e.cancelledAt.CompareAndSwap(0, e.r.cfg.Watchdog.Now().UnixNano()) && errors.Is(cause, ErrLeaseLost) {
+			e.r.leaseLost(e.job)
+		}
+	}
+	e.stop(cause)
+}
+
 // execution is one attempt at one job in this runner.
 type execution struct {
-	r      *Runner
-	job    *pgrun.Job
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	beat   atomic.Bool
+	r   *Runner
+	job *pgrun.Job
+	// ctx is the handler's context: hctx, cancelled by stop (through cancel).
+	ctx  context.Context
+	hctx execContext
+	stop context.CancelCauseFunc
+	beat atomic.Bool
 	// done is closed when the handler has returned.
 	done chan struct{}
 	// cancelledAt is when the watchdog first saw ctx cancelled (unix nanoseconds,
@@ -58,22 +92,13 @@ const noHandlerDelay = time.Minute
 
 // start runs job in its own goroutine; f is told when the slot is free again.
 func (r *Runner) start(job *pgrun.Job, f *fetcher) {
-	ctx, cancel := context.WithCancelCause(r.jobCtx)
 	e := &execution{r: r, job: job, f: f, done: make(chan struct{}), began: time.Now()}
-	// Abandonment is measured from the moment of cancellation (the watchdog's clock),
-	// not from when the watchdog next looks.
-	e.cancel = func(cause error) {
-		if cause != nil && ctx.Err() == nil {
-			if e.cancelledAt.CompareAndSwap(0, r.cfg.Watchdog.Now().UnixNano()) && errors.Is(cause, ErrLeaseLost) {
-				r.leaseLost(job)
-			}
-		}
-		cancel(cause)
-	}
 	// No deadline here: the timeout rule is pgrun.maintain()'s (a job past its
 	// timeout is spared while it shows a sign of life), and its verdict reaches the
 	// handler as a cancellation with cause ErrTimeout.
-	e.ctx = context.WithValue(ctx, execKey{}, e)
+	e.hctx.Context, e.stop = context.WithCancelCause(r.jobCtx)
+	e.hctx.e = e
+	e.ctx = &e.hctx
 	r.mu.Lock()
 	r.running[job.ID] = e
 	delete(r.arriving, job.ClaimID)

@@ -28,14 +28,16 @@ func (a claimKey) less(b claimKey) bool {
 
 // lastKey is the greatest key of jobs, or nil if there are none.
 func lastKey(jobs []*pgrun.Job) *claimKey {
-	var last *claimKey
-	for _, j := range jobs {
-		k := claimKey{priority: j.Priority, runAt: j.RunAt, id: j.ID}
-		if last == nil || last.less(k) {
-			last = &k
+	if len(jobs) == 0 {
+		return nil
+	}
+	var last claimKey
+	for i, j := range jobs {
+		if k := (claimKey{priority: j.Priority, runAt: j.RunAt, id: j.ID}); i == 0 || last.less(k) {
+			last = k
 		}
 	}
-	return last
+	return &last
 }
 
 // parseWake splits a pgrun_jobs payload, "queue" or "queue priority run_at_us id",
