@@ -77,14 +77,14 @@ type jobWire struct {
 	loc     *time.Location // the connection's location for timestamps; nil: local
 	dedup   bool           // the rows end in pgrun.enqueued's deduplicated column
 	formats [len(jobColumnOIDs)]int16
-	chunk int            // elements per block
-	times []time.Time
-	durs  []time.Duration
-	ints  []int64
-	strs  []string
-	flts  []float64
-	bytes []byte
-	last  [textColumns]string
+	chunk   int // elements per block
+	times   []time.Time
+	durs    []time.Duration
+	ints    []int64
+	strs    []string
+	flts    []float64
+	bytes   []byte
+	last    [textColumns]string
 }
 
 // textColumns is the number of text columns of a job row: their values are shared
