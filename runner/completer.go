@@ -60,8 +60,17 @@ func newCompleter(r *Runner) *completer {
 	}
 }
 
+// completionChunk is the least room the buffer grows by: batches are cut from it
+// (take), so it is refilled in steps of a few hundred rather than regrown from one.
+const completionChunk = 256
+
 func (c *completer) add(x completion) {
 	c.mu.Lock()
+	if len(c.buf) == cap(c.buf) {
+		grown := make([]completion, len(c.buf), max(2*len(c.buf), completionChunk))
+		copy(grown, c.buf)
+		c.buf = grown
+	}
 	c.buf = append(c.buf, x)
 	c.mu.Unlock()
 	c.poke()
@@ -105,10 +114,7 @@ func (c *completer) take() []completion {
 		return nil
 	}
 	batch := c.buf[:n:n]
-	c.buf = c.buf[n:]
-	if len(c.buf) == 0 {
-		c.buf = nil
-	}
+	c.buf = c.buf[n:] // what is left of the chunk takes the next completions
 	if c.flying == nil {
 		c.flying = map[*completion][]completion{}
 	}

@@ -12,6 +12,11 @@
 //	r, err := runner.New(pool, runner.Config{Queues: map[string]runner.QueueConfig{"default": {Workers: 16}}})
 //	err = runner.Handle(r, "resize", func(ctx context.Context, j *runner.Job[ResizeArgs]) (any, error) { ... })
 //	err = r.Run(ctx) // until ctx is done; then a graceful stop
+//
+// A runner of many short jobs spends much of its CPU in Go's garbage collector: its
+// live heap is small and it allocates for every job. The runner binary (`runner
+// work`) runs with GOGC=400 unless GOGC is set; a program that embeds a runner may
+// want the same (debug.SetGCPercent), measured in docs/benchmarks.md.
 package runner
 
 import (
