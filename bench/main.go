@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 )
@@ -40,6 +41,10 @@ type config struct {
 	DBSuffix     string        `json:"-"`
 	Only         string        `json:"only,omitempty"`
 	PgrunStats   bool          `json:"pgrun_stats,omitempty"`
+	// PgrunGOGC is the collector's target during pgrun's rounds (the runner binary's
+	// default); River's rounds run at the process's own, RiverGOGC.
+	PgrunGOGC int `json:"pgrun_gogc"`
+	RiverGOGC int `json:"river_gogc"`
 }
 
 func main() {
@@ -59,10 +64,13 @@ func main() {
 	flag.BoolVar(&c.SkipLimit, "skip-limit", false, "skip pgrun's database-side limit measurement")
 	flag.StringVar(&c.DBSuffix, "db-suffix", "", "appended to the bench database names (to run two benches on one server)")
 	flag.StringVar(&c.Only, "only", "", "run one engine only, pgrun or river (for experiments; no ratios)")
+	flag.IntVar(&c.PgrunGOGC, "pgrun-gogc", 400, "GOGC during pgrun's rounds (400: the runner binary's default; River's rounds keep the process's, GOGC or 100)")
 	flag.BoolVar(&c.PgrunStats, "pgrun-stats", false, "record pgrun's claim and completion calls (track_functions) and print them per round")
 	flag.Parse()
+	c.RiverGOGC = debug.SetGCPercent(100)
+	debug.SetGCPercent(c.RiverGOGC)
 	if c.Jobs < 1 || c.Rounds < 1 || c.Batch < 1 || c.PgrunWorkers < 1 || c.RiverWorkers < 1 ||
-		c.LimitConns < 1 || c.LimitClaim < 1 || c.LimitClaim > 10_000 || c.PoolConns < 0 ||
+		c.LimitConns < 1 || c.LimitClaim < 1 || c.PgrunGOGC < 1 || c.LimitClaim > 10_000 || c.PoolConns < 0 ||
 		(c.Only != "" && c.Only != "pgrun" && c.Only != "river") {
 		fmt.Fprintln(os.Stderr, "bench: --jobs, --rounds, --batch, the worker counts and --limit-conns must be at least 1; --limit-claim 1 to 10000; --only pgrun or river")
 		os.Exit(2)

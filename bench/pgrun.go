@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +29,7 @@ const (
 // pgrunRound measures pgrun in a fresh database: insert, burn-down by an in-process
 // runner at its defaults, then the bare claim/complete loop over a second backlog.
 func pgrunRound(ctx context.Context, admin *pgx.Conn, c config, round int) (*roundResult, error) {
+	defer debug.SetGCPercent(debug.SetGCPercent(c.PgrunGOGC))
 	db, err := createDB(ctx, admin, c, fmt.Sprintf("pgrun_bench_%d", round))
 	if err != nil {
 		return nil, err
