@@ -90,8 +90,19 @@ const reportTimeout = time.Minute
 // claim_jobs hands out only handled kinds, so this is a safety net.
 const noHandlerDelay = time.Minute
 
-// start runs job in its own goroutine; f is told when the slot is free again.
+// start runs job on a worker goroutine; f is told when the slot is free again.
 func (r *Runner) start(job *pgrun.Job, f *fetcher) {
+	e := r.begin(job, f)
+	select {
+	case r.handoff <- e: // an idle worker goroutine takes it
+	default:
+		go r.work(e, r.workersStop)
+	}
+}
+
+// begin makes the execution of job and registers it as running here; the caller runs
+// it (start, or a worker goroutine that finished the slot's previous job).
+func (r *Runner) begin(job *pgrun.Job, f *fetcher) *execution {
 	e := &execution{r: r, job: job, f: f, done: make(chan struct{}), began: time.Now()}
 	// No deadline here: the timeout rule is pgrun.maintain()'s (a job past its
 	// timeout is spared while it shows a sign of life), and its verdict reaches the
@@ -108,11 +119,7 @@ func (r *Runner) start(job *pgrun.Job, f *fetcher) {
 	}
 	r.mu.Unlock()
 	r.execWG.Add(1)
-	select {
-	case r.handoff <- e: // an idle worker goroutine takes it
-	default:
-		go r.work(e, r.workersStop)
-	}
+	return e
 }
 
 // work runs e and then whatever executions are handed to it, until the runner stops.
@@ -120,9 +127,13 @@ func (r *Runner) start(job *pgrun.Job, f *fetcher) {
 // jobs a second, starting a goroutine (and growing its stack again) for each was a
 // measurable share of the runner's CPU. There are never more of them than jobs that
 // ran at once (plus handlers the watchdog abandoned, until they return).
+// A worker whose job leaves a ready job behind runs that next, on the same slot.
 func (r *Runner) work(e *execution, stop <-chan struct{}) {
 	for {
-		e.run()
+		if next := e.run(); next != nil {
+			e = r.begin(next, e.f)
+			continue
+		}
 		select {
 		case e = <-r.handoff:
 		case <-stop:
@@ -132,31 +143,33 @@ func (r *Runner) work(e *execution, stop <-chan struct{}) {
 }
 
 // run invokes the handler and reports the outcome, unless the watchdog abandoned
-// the handler and reported already.
-func (e *execution) run() {
-	defer e.finish()
-	defer e.cancel(nil)
+// the handler and reported already. It then frees the slot and returns the ready
+// job the slot passes to, if any.
+func (e *execution) run() *pgrun.Job {
 	result, err := e.invoke()
 	close(e.done)
 	e.releaseModels()
-	if !e.reported.CompareAndSwap(false, true) {
-		return // abandoned by the watchdog, which reported already
+	if e.reported.CompareAndSwap(false, true) { // else abandoned by the watchdog, which reported already
+		e.report(result, err)
 	}
-	e.report(result, err)
+	e.cancel(nil)
+	return e.finish()
 }
 
 // finish frees the execution's slot, once: when the handler returns, or earlier if
-// the watchdog abandons it.
-func (e *execution) finish() {
+// the watchdog abandons it. It returns the ready job the slot passes to (nil: the
+// slot is free, or it was freed before), which the caller must start.
+func (e *execution) finish() (next *pgrun.Job) {
 	e.finishOnce.Do(func() {
 		e.r.mu.Lock()
 		if e.r.running[e.job.ID] == e {
 			delete(e.r.running, e.job.ID)
 		}
 		e.r.mu.Unlock()
-		e.f.freed(time.Since(e.began))
+		next = e.f.freed(time.Since(e.began))
 		e.r.execWG.Done()
 	})
+	return next
 }
 
 // invoke runs the handler, turning a panic into an error that carries the stack.

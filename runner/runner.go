@@ -494,7 +494,9 @@ func (r *Runner) shutdown() {
 		r.abandoned.Add(1)
 		r.log.Error("handler ignored cancellation; requeueing its job and abandoning it", "job", e.job.ID, "kind", e.job.Kind)
 		e.requeue(context.Background(), "runner shut down; handler ignored cancellation")
-		e.finish()
+		if next := e.finish(); next != nil { // the slot passes to a ready job
+			r.start(next, e.f)
+		}
 	}
 }
 

@@ -26,7 +26,7 @@ func TestJobCancelledBeforeStartNeverRuns(t *testing.T) {
 	r.cancelRunning(cancelKey{id: 42, attempt: 1}, ErrJobCancelled) // not running here yet: remembered
 	r.start(&pgrun.Job{ID: 42, Kind: "child", Attempt: 1}, f)
 	select {
-	case <-f.freedCh:
+	case <-f.freedCh: // the slot was freed
 	case <-time.After(5 * time.Second):
 		t.Fatal("the execution did not finish")
 	}

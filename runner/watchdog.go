@@ -123,7 +123,9 @@ func (r *Runner) watch(now time.Time) {
 		r.log.Error("handler ignored its cancelled context; abandoning it", "job", e.job.ID, "kind", e.job.Kind,
 			"cause", context.Cause(e.ctx), "abandoned", n)
 		e.report(nil, context.Cause(e.ctx))
-		e.finish()
+		if next := e.finish(); next != nil { // the slot passes to a ready job
+			r.start(next, e.f)
+		}
 		if int(n) > w.MaxAbandoned {
 			w.OnTooManyAbandoned(int(n))
 		}
