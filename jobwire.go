@@ -96,9 +96,12 @@ const textColumns = 9
 const wireBlock = 8 << 10
 
 // checkedFields is the column list jobWire last found decodable (its first
-// element): a prepared statement's rows all share the one list, so per-row scans
-// (Job.ScanRow) compare a pointer instead of forty names. Holding it keeps its
-// memory from being reused for another list.
+// element): the rows of one result share one list, so per-row scans (Job.ScanRow
+// through pgx.CollectRows) compare a pointer instead of forty names for every row
+// after the first. pgconn makes a new list for each result of more than 16 columns
+// (it reuses one array only for fewer, which never match), and holding the pointer
+// keeps its memory from being reused for another list. A hit for the other shape
+// (with or without deduplicated) is caught by decode's count of values.
 var checkedFields atomic.Pointer[pgconn.FieldDescription]
 
 // newJobWire returns a decoder for rows and whether their columns are the ones it
