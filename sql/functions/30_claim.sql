@@ -38,14 +38,19 @@
 -- one, the planner may fetch the ids through the partial claim index (id is its last
 -- column) and scan the whole backlog per claim.
 --
--- Plans are custom (plan_cache_mode), made for each call with its arguments and the
--- table's size at the time. A cached generic plan is made once and kept for the
--- session: made while pgrun.jobs was small (a fresh database, a quiet queue after a
--- purge), PostgreSQL's own choice after five calls read the table with a sequential
--- scan for every later claim, 130 ms a claim at 100,000 jobs, and a forced one
--- started 386 jobs/s instead of 9,000 in the steady-state bench. Planning costs about
--- 0.2 ms a call. complete_jobs and renew_leases, which also write a batch by id, do
--- the same (tests/plan_check_test.go grows the table under an old session).
+-- The UPDATE that claims the locked ids is run by EXECUTE (claim_update: constant
+-- text, the values passed as parameters), so it is planned for each call with its
+-- arguments and the table's size at the time. A cached generic plan is made once and
+-- kept for the session: made while pgrun.jobs was small (a fresh database, a quiet
+-- queue after a purge), PostgreSQL's own choice after five calls read the table with
+-- a sequential scan for every later claim, 130 ms a claim at 100,000 jobs, and a
+-- forced one started 386 jobs/s instead of 9,000 in the steady-state bench.
+-- complete_jobs and renew_leases, which also write a batch by id, do the same
+-- (tests/plan_check_test.go grows the table under an old session). Only those
+-- statements: a function-wide plan_cache_mode = force_custom_plan, tried first,
+-- applies to everything the call runs, the workflow dispatch its triggers do
+-- included, and doubled the time from a node's completion to its dependent's start
+-- (7.5 to 15 ms p50 in runner bench --workflow).
 create or replace function pgrun.claim_jobs(
   queue           text,
   worker          text,
@@ -60,10 +65,16 @@ create or replace function pgrun.claim_jobs(
 returns setof pgrun.jobs
 language plpgsql
 set search_path = pgrun, pg_catalog
-set plan_cache_mode = force_custom_plan
 as $$
 #variable_conflict use_column
 declare
+  -- $1 the ids to claim (locked by this transaction), $2 worker, $3 now, $4 lease.
+  claim_update constant text := 'update pgrun.jobs j
+    set status = ''running'', attempt = j.attempt + 1, claimed_by = $2,
+        claim_id = gen_random_uuid(), lease_expires_at = $3 + $4, lease_length = $4,
+        started_at = $3, heartbeat_at = null, deadline_at = $3 + j.timeout
+    where j.id = any ($1)
+    returning j.*';
   v_now     timestamptz := pgrun.clock();
   v_left    integer := n;
   v_got     integer;
@@ -149,13 +160,7 @@ begin
       limit v_left);
     v_ids := array(select c.id from pgrun.jobs c where c.id = any (v_ids) and c.status = 'queued'
                    for update skip locked);
-    return query
-    update pgrun.jobs j
-    set status = 'running', attempt = j.attempt + 1, claimed_by = worker,
-        claim_id = gen_random_uuid(), lease_expires_at = v_now + lease, lease_length = lease,
-        started_at = v_now, heartbeat_at = null, deadline_at = v_now + j.timeout
-    where j.id = any (v_ids)
-    returning j.*;
+    return query execute claim_update using v_ids, worker, v_now, lease;
     get diagnostics v_total = row_count;
   else
     -- With models, a first pass ("warm") takes jobs whose model is warm here among
@@ -226,13 +231,7 @@ begin
       -- Nothing to claim in this pass: no UPDATE, whose statement trigger
       -- (jobs_dispatch) would run even for no rows.
       continue when cardinality(v_ids) = 0;
-      return query
-      update pgrun.jobs j
-      set status = 'running', attempt = j.attempt + 1, claimed_by = worker,
-          claim_id = gen_random_uuid(), lease_expires_at = v_now + lease, lease_length = lease,
-          started_at = v_now, heartbeat_at = null, deadline_at = v_now + j.timeout
-      where j.id = any (v_ids)
-      returning j.*;
+      return query execute claim_update using v_ids, worker, v_now, lease;
       get diagnostics v_got = row_count;
       v_left := v_left - v_got;
       v_total := v_total + v_got;
@@ -265,7 +264,6 @@ create or replace function pgrun.renew_leases(
 returns setof bigint
 language plpgsql
 set search_path = pgrun, pg_catalog
-set plan_cache_mode = force_custom_plan
 as $$
 #variable_conflict use_column
 declare
@@ -275,16 +273,18 @@ begin
     raise exception 'lease % is not positive', lease
       using errcode = '22023', hint = 'Pass a lease such as ''30 seconds'', or NULL for each queue''s default.';
   end if;
-  return query
-  update pgrun.jobs j
-  set lease_expires_at = v_now + coalesce(lease,
-        (select q.default_lease from pgrun.queues q where q.name = j.queue), pgrun.default_lease()),
-      lease_length = coalesce(lease,
-        (select q.default_lease from pgrun.queues q where q.name = j.queue), pgrun.default_lease())
-  where j.status = 'running' and j.claimed_by = worker
-    and (ids is null or j.id = any (ids))
-    and (renew_leases.claim_ids is null or j.claim_id = any (renew_leases.claim_ids))
-  returning j.id;
+  -- By EXECUTE, so that it is planned for each call (see claim_jobs).
+  return query execute
+  'update pgrun.jobs j
+   set lease_expires_at = $1 + coalesce($2,
+         (select q.default_lease from pgrun.queues q where q.name = j.queue), pgrun.default_lease()),
+       lease_length = coalesce($2,
+         (select q.default_lease from pgrun.queues q where q.name = j.queue), pgrun.default_lease())
+   where j.status = ''running'' and j.claimed_by = $3
+     and ($4::bigint[] is null or j.id = any ($4))
+     and ($5::uuid[] is null or j.claim_id = any ($5))
+   returning j.id'
+  using v_now, lease, worker, ids, claim_ids;
 end;
 $$;
 

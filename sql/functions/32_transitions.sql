@@ -28,7 +28,6 @@ create or replace function pgrun.complete_jobs(
 returns setof bigint
 language plpgsql
 set search_path = pgrun, pg_catalog
-set plan_cache_mode = force_custom_plan
 as $$
 declare
   v_limit integer := pgrun.max_json_bytes();
@@ -50,35 +49,39 @@ begin
   end if;
   -- Ephemeral queues (set_queue): their plain jobs are deleted as they succeed, in this
   -- statement. The common case, no such queue at all, keeps the one UPDATE below.
+  -- The DELETE and the UPDATE below run by EXECUTE (constant text, the values as
+  -- parameters: $1 ids, $2 attempts, $3 results, $4 claim ids, $5 worker, $6 the
+  -- size limit, $7 now), so that each is planned for this call: see claim_jobs.
   if exists (select 1 from pgrun.queues q where q.ephemeral) then
-    return query
-    delete from pgrun.jobs j
-    using unnest(ids, attempts, coalesce(results, array_fill(null::jsonb, array[cardinality(ids)])),
-                 coalesce(claim_ids, array_fill(null::uuid, array[cardinality(ids)])))
-          as r(id, attempt, result, claim_id), pgrun.queues q
-    where j.id = r.id and j.attempt = r.attempt and j.status::text = 'running'
-      and (worker is null or j.claimed_by = worker)
-      and (r.claim_id is null or j.claim_id = r.claim_id)
-      and (r.result is null or pg_column_size(r.result) <= v_limit)
-      and q.name = j.queue and q.ephemeral and j.parent_id is null and j.run_id is null
-    returning j.id;
+    return query execute
+    'delete from pgrun.jobs j
+     using unnest($1, $2, coalesce($3, array_fill(null::jsonb, array[cardinality($1)])),
+                  coalesce($4, array_fill(null::uuid, array[cardinality($1)])))
+           as r(id, attempt, result, claim_id), pgrun.queues q
+     where j.id = r.id and j.attempt = r.attempt and j.status::text = ''running''
+       and ($5::text is null or j.claimed_by = $5)
+       and (r.claim_id is null or j.claim_id = r.claim_id)
+       and (r.result is null or pg_column_size(r.result) <= $6)
+       and q.name = j.queue and q.ephemeral and j.parent_id is null and j.run_id is null
+     returning j.id'
+    using ids, attempts, results, claim_ids, worker, v_limit;
   end if;
-  return query
-  update pgrun.jobs j
-  set status = 'succeeded', finished_at = v_now, result = r.result,
-      lease_expires_at = null
-  from unnest(ids, attempts, coalesce(results, array_fill(null::jsonb, array[cardinality(ids)])),
-              coalesce(claim_ids, array_fill(null::uuid, array[cardinality(ids)])))
-       as r(id, attempt, result, claim_id)
   -- status is compared as text on purpose: as "status = 'running'" the planner may
   -- match the partial index of running rows and scan all of them per batch (seen
   -- with 300k running rows of dead workers not yet reaped); this way ids go by
   -- primary key whatever the statistics say.
-  where j.id = r.id and j.attempt = r.attempt and j.status::text = 'running'
-    and (worker is null or j.claimed_by = worker)
-    and (r.claim_id is null or j.claim_id = r.claim_id)
-    and (r.result is null or pg_column_size(r.result) <= v_limit)
-  returning j.id;
+  return query execute
+  'update pgrun.jobs j
+   set status = ''succeeded'', finished_at = $7, result = r.result, lease_expires_at = null
+   from unnest($1, $2, coalesce($3, array_fill(null::jsonb, array[cardinality($1)])),
+               coalesce($4, array_fill(null::uuid, array[cardinality($1)])))
+        as r(id, attempt, result, claim_id)
+   where j.id = r.id and j.attempt = r.attempt and j.status::text = ''running''
+     and ($5::text is null or j.claimed_by = $5)
+     and (r.claim_id is null or j.claim_id = r.claim_id)
+     and (r.result is null or pg_column_size(r.result) <= $6)
+   returning j.id'
+  using ids, attempts, results, claim_ids, worker, v_limit, v_now;
   if results is not null then
     return query
     select f.id
