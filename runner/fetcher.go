@@ -51,7 +51,8 @@ type fetcher struct {
 	// executions started and not yet finished. An execution that finishes passes its
 	// slot straight to the next ready job (freed) rather than through run, so both
 	// are guarded by readyMu, as are the run times reported since run last looked
-	// (ranSum, ranN) and closed (run has stopped: ready jobs are no longer started).
+	// (ranSum, ranN) and closed (run is stopping: a freed slot no longer takes a
+	// ready job; only the jobs of claims still in flight start, as slots are free).
 	readyMu sync.Mutex
 	ready   []*pgrun.Job
 	busy    int
@@ -168,12 +169,12 @@ func (f *fetcher) run(ctx context.Context) {
 	// them as it does the others. (Claims are not cancelled by shutdown; see
 	// claimTimeout.) Jobs still waiting for a slot go back to the queue.
 	defer func() {
+		f.readyMu.Lock()
+		f.closed = true // a slot that frees from now on is not passed on
+		f.readyMu.Unlock()
 		for ; f.inflight > 0; f.inflight-- {
 			_ = f.took(<-results)
 		}
-		f.readyMu.Lock()
-		f.closed = true
-		f.readyMu.Unlock()
 		f.requeueBuffered()
 	}()
 	var backoff <-chan time.Time
@@ -287,7 +288,7 @@ func (f *fetcher) took(res claimed) error {
 func (f *fetcher) startBuffered() {
 	for {
 		f.readyMu.Lock()
-		if f.busy >= f.slots || len(f.ready) == 0 || f.closed {
+		if f.busy >= f.slots || len(f.ready) == 0 {
 			f.readyMu.Unlock()
 			return
 		}
