@@ -231,83 +231,71 @@ func (r *wireRow) next() []byte {
 	return b
 }
 
-// fixed returns the next value if it is n bytes long, and whether it is NULL.
-func (r *wireRow) fixed(n int) (b []byte, null bool) {
-	b = r.next()
-	if b == nil {
-		return nil, true
-	}
-	if len(b) != n {
+// fixed returns the next value if it is n bytes long; nil for NULL, and for a value
+// of another length, which also clears ok.
+func (r *wireRow) fixed(n int) []byte {
+	b := r.next()
+	if b != nil && len(b) != n {
 		r.ok = false
-		return nil, true
+		return nil
 	}
-	return b, false
+	return b
 }
 
-// notNull clears ok for a NULL in a NOT NULL column.
-func (r *wireRow) notNull(null bool) {
-	if null {
+// required is fixed for a NOT NULL column: a NULL clears ok.
+func (r *wireRow) required(n int) []byte {
+	b := r.fixed(n)
+	if b == nil {
 		r.ok = false
 	}
+	return b
 }
 
 func (r *wireRow) int2() int16 {
-	b, null := r.fixed(2)
-	r.notNull(null)
-	if null {
-		return 0
+	if b := r.required(2); b != nil {
+		return int16(binary.BigEndian.Uint16(b))
 	}
-	return int16(binary.BigEndian.Uint16(b))
+	return 0
 }
 
 func (r *wireRow) int4() int32 {
-	b, null := r.fixed(4)
-	r.notNull(null)
-	if null {
-		return 0
+	if b := r.required(4); b != nil {
+		return int32(binary.BigEndian.Uint32(b))
 	}
-	return int32(binary.BigEndian.Uint32(b))
+	return 0
 }
 
 func (r *wireRow) int8() int64 {
-	v, null := r.int8OrNull()
-	r.notNull(null)
-	return v
-}
-
-func (r *wireRow) int8OrNull() (int64, bool) {
-	b, null := r.fixed(8)
-	if null {
-		return 0, true
+	if b := r.required(8); b != nil {
+		return int64(binary.BigEndian.Uint64(b))
 	}
-	return int64(binary.BigEndian.Uint64(b)), false
+	return 0
 }
 
 func (r *wireRow) int8Ptr() *int64 {
-	v, null := r.int8OrNull()
-	if null {
+	b := r.fixed(8)
+	if b == nil {
 		return nil
 	}
-	return block(&r.w.ints, r.w.chunk, v)
+	return block(&r.w.ints, r.w.chunk, int64(binary.BigEndian.Uint64(b)))
 }
 
 func (r *wireRow) bool() bool {
-	b, null := r.fixed(1)
-	r.notNull(null)
-	return !null && b[0] == 1
+	b := r.required(1)
+	return b != nil && b[0] == 1
 }
 
 func (r *wireRow) float8Ptr() *float64 {
-	b, null := r.fixed(8)
-	if null {
+	b := r.fixed(8)
+	if b == nil {
 		return nil
 	}
 	return block(&r.w.flts, r.w.chunk, math.Float64frombits(binary.BigEndian.Uint64(b)))
 }
 
 func (r *wireRow) uuid() ClaimID {
-	b, null := r.fixed(16)
-	if null {
+	b := r.fixed(16)
+	if b == nil {
 		return ClaimID{}
 	}
 	return ClaimID(b)
@@ -317,18 +305,18 @@ func (r *wireRow) uuid() ClaimID {
 // makes them (local time, or the connection's ScanLocation). Infinity is left to
 // pgx, which refuses it for a time.Time.
 const (
-	unixToY2KMicros      = 946_684_800 * 1_000_000
-	infinityMicros       = math.MaxInt64
-	minusInfinityMicrosC = math.MinInt64
+	unixToY2KMicros     = 946_684_800 * 1_000_000
+	infinityMicros      = math.MaxInt64
+	minusInfinityMicros = math.MinInt64
 )
 
 func (r *wireRow) timeOrNull() (time.Time, bool) {
-	b, null := r.fixed(8)
-	if null {
+	b := r.fixed(8)
+	if b == nil {
 		return time.Time{}, true
 	}
 	us := int64(binary.BigEndian.Uint64(b))
-	if us == infinityMicros || us == minusInfinityMicrosC {
+	if us == infinityMicros || us == minusInfinityMicros {
 		r.ok = false
 		return time.Time{}, true
 	}
@@ -341,7 +329,9 @@ func (r *wireRow) timeOrNull() (time.Time, bool) {
 
 func (r *wireRow) time() time.Time {
 	t, null := r.timeOrNull()
-	r.notNull(null)
+	if null {
+		r.ok = false
+	}
 	return t
 }
 
@@ -356,8 +346,8 @@ func (r *wireRow) timePtr() *time.Time {
 // intervalPtr reads an interval as pgx scans one into a time.Duration: a month is
 // 30 days, a day 24 hours.
 func (r *wireRow) intervalPtr() *time.Duration {
-	b, null := r.fixed(16)
-	if null {
+	b := r.fixed(16)
+	if b == nil {
 		return nil
 	}
 	const day = 24 * 60 * 60 * 1_000_000

@@ -56,9 +56,9 @@ func (e *execution) cancel(cause error) {
 type execution struct {
 	r   *Runner
 	job *pgrun.Job
-	// ctx is the handler's context: hctx, cancelled by stop (through cancel).
-	ctx  context.Context
-	hctx execContext
+	// ctx is the handler's context (passed as &ctx), cancelled by stop (through
+	// cancel).
+	ctx  execContext
 	stop context.CancelCauseFunc
 	beat atomic.Bool
 	// done is closed when the handler has returned.
@@ -107,9 +107,8 @@ func (r *Runner) begin(job *pgrun.Job, f *fetcher) *execution {
 	// No deadline here: the timeout rule is pgrun.maintain()'s (a job past its
 	// timeout is spared while it shows a sign of life), and its verdict reaches the
 	// handler as a cancellation with cause ErrTimeout.
-	e.hctx.Context, e.stop = context.WithCancelCause(r.jobCtx)
-	e.hctx.e = e
-	e.ctx = &e.hctx
+	e.ctx.Context, e.stop = context.WithCancelCause(r.jobCtx)
+	e.ctx.e = e
 	r.mu.Lock()
 	r.running[job.ID] = e
 	delete(r.arriving, job.ClaimID)
@@ -182,7 +181,7 @@ func (e *execution) invoke() (result any, err error) {
 	if e.ctx.Err() != nil {
 		// Cancelled between claim and execution (a cancelled parent, say): the
 		// handler does not run at all.
-		return nil, context.Cause(e.ctx)
+		return nil, context.Cause(&e.ctx)
 	}
 	h := e.r.handlerFor(e.job.Kind)
 	if h == nil {
@@ -190,7 +189,7 @@ func (e *execution) invoke() (result any, err error) {
 		// may handle the kind.
 		return nil, RetryLater(noHandlerDelay, fmt.Sprintf("no handler for kind %q on worker %s", e.job.Kind, e.r.cfg.WorkerID))
 	}
-	return h(e.ctx, e.job)
+	return h(&e.ctx, e.job)
 }
 
 type panicError struct {
@@ -205,7 +204,7 @@ func (p *panicError) ErrorClass() string { return "panic" }
 // reason no retry can fix (the server refuses the result, the children, the delay),
 // the job fails with that reason instead of staying running until its lease runs out.
 func (e *execution) report(result any, err error) {
-	cause := context.Cause(e.ctx)
+	cause := context.Cause(&e.ctx)
 	if err == nil && cause == nil {
 		e.succeed(result) // the common case, kept free of allocations it does not need
 		return

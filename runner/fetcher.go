@@ -299,13 +299,6 @@ func (f *fetcher) startBuffered() {
 	}
 }
 
-// buffered is the number of claimed jobs waiting for a slot.
-func (f *fetcher) buffered() int {
-	f.readyMu.Lock()
-	defer f.readyMu.Unlock()
-	return len(f.ready)
-}
-
 // bufferedJobs lists the buffered jobs, whose leases the runner renews like those of
 // running jobs.
 func (f *fetcher) bufferedJobs() []*pgrun.Job {

@@ -100,8 +100,8 @@ func TestShutdownRequeuesBufferedJobs(t *testing.T) {
 	ctx := context.Background()
 	f.ready = jobs
 	f.requeueBuffered()
-	if f.buffered() != 0 {
-		t.Fatalf("%d jobs still buffered", f.buffered())
+	if n := len(f.bufferedJobs()); n != 0 {
+		t.Fatalf("%d jobs still buffered", n)
 	}
 	var queued, failures int
 	var due bool

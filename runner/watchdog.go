@@ -121,8 +121,8 @@ func (r *Runner) watch(now time.Time) {
 		}
 		n := r.abandoned.Add(1)
 		r.log.Error("handler ignored its cancelled context; abandoning it", "job", e.job.ID, "kind", e.job.Kind,
-			"cause", context.Cause(e.ctx), "abandoned", n)
-		e.report(nil, context.Cause(e.ctx))
+			"cause", context.Cause(&e.ctx), "abandoned", n)
+		e.report(nil, context.Cause(&e.ctx))
 		if next := e.finish(); next != nil { // the slot passes to a ready job
 			r.start(next, e.f)
 		}
