@@ -81,6 +81,7 @@ func TestMoreBadInputIsRejectedAndWritesNothing(t *testing.T) {
 		{"renew_leases lease 0", `select pgrun.renew_leases('w', null, '0 s')`, "22023", "00:00:00", ""},
 		{"complete_jobs results length", `select pgrun.complete_jobs('{1}', '{1}', '{}')`, "22023", "0 results", ""},
 		{"complete_jobs attempts NULL", `select pgrun.complete_jobs('{1}', null)`, "22023", "1 ids, 0 attempts", ""},
+		{"complete_jobs ids NULL", `select pgrun.complete_jobs(null, null)`, "22023", "NULL ids", ""},
 		{"fail_job NULL error", `select pgrun.fail_job(1, 1, null)`, "22023", "NULL", ""},
 		{"fail_job numeric message", `select pgrun.fail_job(1, 1, '{"message": 5}')`, "22023", `"message": 5`, ""},
 		{"retry_later NULL delay", `select pgrun.retry_later(1, 1, null)`, "22023", "NULL", ""},

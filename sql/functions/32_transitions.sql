@@ -35,6 +35,10 @@ declare
   v_now   timestamptz := pgrun.clock();
 begin
   perform pgrun.check_reporter(worker);
+  if ids is null then
+    raise exception 'complete_jobs got NULL ids'
+      using errcode = '22023', hint = 'Pass an array of ids and one of attempts (empty arrays complete nothing).';
+  end if;
   if cardinality(ids) is distinct from cardinality(attempts)
      or (results is not null and cardinality(results) <> cardinality(ids))
      or (claim_ids is not null and cardinality(claim_ids) <> cardinality(ids)) then
