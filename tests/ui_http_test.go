@@ -330,54 +330,80 @@ func TestUIEventStreamFollowsNotifications(t *testing.T) {
 	seq := regexp.MustCompile(`data-seq="(\d+)"`).FindStringSubmatch(page)
 	require.NotNil(t, seq)
 
-	open := func(since string) (*bufio.Reader, func()) {
-		req, err := http.NewRequestWithContext(b.Ctx, http.MethodGet, base+"/events?since="+since, nil)
-		require.NoError(t, err)
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
-		return bufio.NewReader(resp.Body), func() { resp.Body.Close() }
-	}
-	// next reads the stream up to the next change event and returns its data.
-	next := func(r *bufio.Reader) string {
-		done := make(chan string, 1)
-		go func() {
-			var event string
-			for {
-				line, err := r.ReadString('\n')
-				if err != nil {
-					done <- "error: " + err.Error()
-					return
-				}
-				if strings.HasPrefix(line, "event: ") {
-					event = strings.TrimSpace(strings.TrimPrefix(line, "event: "))
-				}
-				if data, ok := strings.CutPrefix(line, "data: "); ok && event == "change" {
-					done <- strings.TrimSpace(data)
-					return
-				}
-			}
-		}()
-		select {
-		case d := <-done:
-			return d
-		case <-time.After(15 * time.Second):
-			t.Fatal("no change event within 15 s")
-			return ""
-		}
-	}
-
-	stream, closeStream := open(seq[1])
+	stream, closeStream := openEvents(t, b, base, seq[1])
 	defer closeStream()
 	_, err := pgrun.Enqueue(b.Ctx, b.Pool, "noop", nil, pgrun.Queue("live"))
 	require.NoError(t, err)
 	var data string
 	for !strings.Contains(data, `"live"`) { // a fingerprint change may come first
-		data = next(stream)
+		data = nextChange(t, stream)
 	}
 	require.Contains(t, data, "pgrun_jobs")
 
-	late, closeLate := open(seq[1]) // opened after a change the page did not show
+	late, closeLate := openEvents(t, b, base, seq[1]) // opened after a change the page did not show
 	defer closeLate()
-	require.Contains(t, next(late), "missed")
+	require.Contains(t, nextChange(t, late), "missed")
+}
+
+// A change made before the server's first fingerprint reading still reaches a page
+// served before it. A queued job that is cancelled sends no notification, so the
+// reading is the only witness; taken first a second after the start, it used to
+// count the cancel as the starting state, and the page never redrew (a browser test
+// that cancelled a run within that second waited two minutes for it).
+func TestUIEventStreamSeesAChangeBeforeTheFirstCheck(t *testing.T) {
+	b := testkit.Setup(t)
+	job, err := pgrun.Enqueue(b.Ctx, b.Pool, "noop", nil, pgrun.Queue("early"))
+	require.NoError(t, err)
+	base := serveUI(t, b.Pool, ui.Options{})
+	_, page := get(t, base+"/")
+	seq := regexp.MustCompile(`data-seq="(\d+)"`).FindStringSubmatch(page)
+	require.NotNil(t, seq)
+	_, err = b.Pool.Exec(b.Ctx, `select pgrun.cancel_job($1, 'from the test')`, job.ID)
+	require.NoError(t, err)
+	stream, closeStream := openEvents(t, b, base, seq[1])
+	defer closeStream()
+	require.NotEmpty(t, nextChange(t, stream))
+}
+
+// openEvents opens the event stream of the UI at base, for a page rendered under
+// change count since.
+func openEvents(t *testing.T, b *testkit.DB, base, since string) (*bufio.Reader, func()) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(b.Ctx, http.MethodGet, base+"/events?since="+since, nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
+	return bufio.NewReader(resp.Body), func() { resp.Body.Close() }
+}
+
+// nextChange reads the stream up to the next change event and returns its data; it
+// fails the test if none comes within 15 s.
+func nextChange(t *testing.T, r *bufio.Reader) string {
+	t.Helper()
+	done := make(chan string, 1)
+	go func() {
+		var event string
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				done <- "error: " + err.Error()
+				return
+			}
+			if strings.HasPrefix(line, "event: ") {
+				event = strings.TrimSpace(strings.TrimPrefix(line, "event: "))
+			}
+			if data, ok := strings.CutPrefix(line, "data: "); ok && event == "change" {
+				done <- strings.TrimSpace(data)
+				return
+			}
+		}
+	}()
+	select {
+	case d := <-done:
+		return d
+	case <-time.After(15 * time.Second):
+		t.Fatal("no change event within 15 s")
+		return ""
+	}
 }

@@ -221,19 +221,25 @@ func subject(channel, payload string) string {
 	return payload
 }
 
-// check reads the fingerprint once a second and notes a "state" change when it
-// moved. It runs whether or not a browser watches (about a millisecond a second),
-// so that a change between a page's rendering and its stream's opening is counted.
+// check reads the fingerprint at once and then once a second, and notes a "state"
+// change when it moved. It runs whether or not a browser watches (about a
+// millisecond a second), so that a change between a page's rendering and its
+// stream's opening is counted. The first successful read notes a change too: a page
+// served before it could show a state older than that first reading, and a change
+// in between would otherwise never be told (a queued job cancelled within a second
+// of the server's start sends no notification, and was never redrawn).
 func (h *hub) check(ctx context.Context) {
 	t := time.NewTicker(liveCheckEvery)
 	defer t.Stop()
-	var last string
+	var last *string // nil until the first successful read
 	var failed bool
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+	for first := true; ; first = false {
+		if !first {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
 		}
 		var fp *string
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -246,11 +252,9 @@ func (h *hub) check(ctx context.Context) {
 			}
 			continue
 		}
-		if fp != nil && *fp != last {
-			if last != "" {
-				h.note("state", "")
-			}
-			last = *fp
+		if fp != nil && (last == nil || *fp != *last) {
+			h.note("state", "")
+			last = fp
 		}
 	}
 }
