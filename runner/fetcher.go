@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -227,10 +228,8 @@ func (f *fetcher) slotsFreed() {
 	f.readyMu.Unlock()
 	if n > 0 {
 		f.drained = false // a job that finished may make room under the queue's limits
-		mean := (sum / time.Duration(n)).Seconds()
-		for range min(n, 64) { // one sample per job, as if added one by one
-			f.runTime.add(mean)
-		}
+		// One sample per job, as if added one by one (at most 64: older ones weigh little).
+		f.runTime.addN((sum / time.Duration(n)).Seconds(), min(n, 64))
 	}
 	f.startBuffered()
 }
@@ -380,6 +379,17 @@ func (a *ewma) add(x float64) {
 		return
 	}
 	a.v += ewmaWeight * (x - a.v)
+}
+
+// addN adds n samples of x at once: the same average as n calls of add.
+func (a *ewma) addN(x float64, n int) {
+	if n <= 0 {
+		return
+	}
+	if a.v == 0 {
+		a.v, n = x, n-1
+	}
+	a.v += (1 - math.Pow(1-ewmaWeight, float64(n))) * (x - a.v)
 }
 
 func (a *ewma) value() float64 { return a.v }

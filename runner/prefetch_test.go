@@ -149,3 +149,25 @@ func TestEmptyClaimWaitsForAWakeUp(t *testing.T) {
 	}
 	<-results
 }
+
+// addN gives the average that as many calls of add give.
+func TestEWMAAddNIsRepeatedAdd(t *testing.T) {
+	var one, many ewma
+	one.add(0.004)
+	many.add(0.004)
+	for range 7 {
+		one.add(0.001)
+	}
+	many.addN(0.001, 7)
+	if d := one.value() - many.value(); d > 1e-12 || d < -1e-12 {
+		t.Fatalf("addN gave %g, seven adds %g", many.value(), one.value())
+	}
+	var fresh, freshMany ewma
+	for range 3 {
+		fresh.add(0.002)
+	}
+	freshMany.addN(0.002, 3)
+	if fresh.value() != freshMany.value() {
+		t.Fatalf("from zero: addN gave %g, three adds %g", freshMany.value(), fresh.value())
+	}
+}
