@@ -39,6 +39,9 @@ type benchResult struct {
 	// during the burn-down: how well the runner amortised its round trips.
 	AvgClaim    float64 `json:"avg_claim"`
 	AvgComplete float64 `json:"avg_complete"`
+	// Checkpoints is how many checkpoints the server started during the enqueue and
+	// the burn-down (-1: not known); the run starts from a fresh one.
+	Checkpoints int64 `json:"checkpoints"`
 }
 
 // benchOptions are the knobs of a burn-down bench.
@@ -79,6 +82,11 @@ between N runners, each with its own pool and worker id, as N processes would.
 With --rate, bench measures a steady state instead: it enqueues --rate jobs/s for
 --duration while the runner works, and reports the rates achieved and the
 enqueue-to-start latency at p50, p99 and p999.
+
+Both start from a vacuumed jobs table and, when the role may (superuser or
+pg_checkpoint), a fresh checkpoint, and report how many checkpoints started while
+they were timed: a checkpoint inside a run stretches its latency tail. Run bench on
+a server you may load this way, not on a production one.
 The bench queue's rows are deleted afterwards unless --keep is given.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -142,6 +150,7 @@ The bench queue's rows are deleted afterwards unless --keep is given.`,
 					res.EnqueueP50MS, res.EnqueueP99MS)
 				fmt.Fprintf(out, "commit to start p50 %.2f ms, p99 %.2f ms, p999 %.2f ms (from each enqueue's acknowledged commit: the runner's part)\n",
 					res.CommitP50MS, res.CommitP99MS, res.CommitP999MS)
+				fmt.Fprintln(out, checkpointNote(res.Checkpoints))
 				return nil
 			}
 			res, err := bench(ctx, pool, cmd.ErrOrStderr(), benchOptions{Jobs: jobs, Workers: workers,
@@ -164,6 +173,7 @@ The bench queue's rows are deleted afterwards unless --keep is given.`,
 				fmt.Fprintf(out, "start latency   p50 %.2f ms, p99 %.2f ms (%d jobs enqueued one by one)\n",
 					res.LatencyP50MS, res.LatencyP99MS, res.LatencyJobs)
 			}
+			fmt.Fprintln(out, checkpointNote(res.Checkpoints))
 			return nil
 		},
 	}
@@ -210,9 +220,14 @@ func bench(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, o benchO
 	}
 
 	// Start from a vacuumed table so that runs are comparable: dead rows left by
-	// earlier runs would otherwise slow this one's claims.
+	// earlier runs would otherwise slow this one's claims. And from a fresh
+	// checkpoint (bench_checkpoint.go).
 	if _, err := pool.Exec(ctx, sqlapi.BenchVacuumJobs); err != nil {
 		return nil, fmt.Errorf("vacuum before bench: %w", err)
+	}
+	checkpoints, err := freshCheckpoint(ctx, pool, progress)
+	if err != nil {
+		return nil, err
 	}
 	fmt.Fprintf(progress, "bench: enqueueing %d jobs into %s\n", jobs, queue)
 	start := time.Now()
@@ -283,6 +298,9 @@ func bench(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, o benchO
 	res.AvgComplete = float64(st.Completed) / float64(max(st.CompleteCalls, 1))
 	res.FirstTenthPerSec = float64(tenth) / marks[0].Sub(start).Seconds()
 	res.LastTenthPerSec = float64(tenth) / end.Sub(marks[1]).Seconds()
+	if res.Checkpoints, err = checkpoints.since(ctx); err != nil {
+		return nil, err
+	}
 
 	if latencyJobs > 0 {
 		fmt.Fprintf(progress, "bench: measuring start latency over %d jobs\n", latencyJobs)

@@ -38,6 +38,9 @@ type steadyResult struct {
 	CommitP50MS  float64 `json:"commit_p50_ms"`
 	CommitP99MS  float64 `json:"commit_p99_ms"`
 	CommitP999MS float64 `json:"commit_p999_ms"`
+	// Checkpoints is how many checkpoints the server started during the run (-1: not
+	// known); the run starts from a fresh one (bench_checkpoint.go).
+	Checkpoints int64 `json:"checkpoints"`
 }
 
 // steadyTick is how often the steady-state bench enqueues: every tick, one statement
@@ -64,6 +67,10 @@ func benchSteady(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, ra
 	// without autovacuum, a million of them here) would slow every claim of this one.
 	if _, err := pool.Exec(ctx, sqlapi.BenchVacuumJobs); err != nil {
 		return nil, fmt.Errorf("vacuum: %w", err)
+	}
+	checkpoints, err := freshCheckpoint(ctx, pool, progress)
+	if err != nil {
+		return nil, err
 	}
 	r, stop, err := startQuietRunner(ctx, pool, map[string]runner.QueueConfig{queue: {Workers: workers}})
 	if err != nil {
@@ -103,6 +110,9 @@ func benchSteady(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, ra
 	slices.Sort(took)
 	res.EnqueueP50MS, res.EnqueueP99MS = quantileMS(took, 0.50), quantileMS(took, 0.99)
 	if _, err := waitCompleted(ctx, func() int64 { return r.Stats().Completed }, int64(res.Jobs)); err != nil {
+		return nil, err
+	}
+	if res.Checkpoints, err = checkpoints.since(ctx); err != nil {
 		return nil, err
 	}
 	l, err := startLatency(ctx, pool, queue, 0)

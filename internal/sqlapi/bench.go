@@ -17,6 +17,17 @@ const BenchDeleteQueue = `delete from pgrun.queues where name = $1`
 // BenchVacuumJobs vacuums and analyzes pgrun.jobs, so that runs start comparable.
 const BenchVacuumJobs = `vacuum (analyze) pgrun.jobs`
 
+// BenchCheckpoint asks for a checkpoint before a timed run (superuser or
+// pg_checkpoint only; a bench without the right goes on without it).
+const BenchCheckpoint = `checkpoint`
+
+// BenchCheckpoints counts the checkpoints the server has started since its
+// statistics were reset, timed and requested. Read through to_jsonb so that the
+// statement parses on every version: PostgreSQL 17 moved the counts to
+// pg_stat_checkpointer, and there it returns NULL (not known).
+const BenchCheckpoints = `select (to_jsonb(b) ->> 'checkpoints_timed')::bigint + (to_jsonb(b) ->> 'checkpoints_req')::bigint
+	from pg_catalog.pg_stat_bgwriter b`
+
 // BenchStartLatency reads enqueue-to-start latency (started_at - created_at) of a
 // queue's jobs in milliseconds at p50, p99 and p999, and the rate they started at:
 // $1 queue, $2 from this job id on.
