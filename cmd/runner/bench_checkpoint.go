@@ -76,6 +76,6 @@ func checkpointNote(n int64) string {
 	case n == 0:
 		return "checkpoints     none during the run"
 	default:
-		return fmt.Sprintf("checkpoints     %d during the run: its full-page writes and fsyncs are in the figures above", n)
+		return fmt.Sprintf("checkpoints     %d during the run (the figures above include the full-page writes and fsyncs)", n)
 	}
 }
