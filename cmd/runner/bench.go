@@ -150,6 +150,7 @@ The bench queue's rows are deleted afterwards unless --keep is given.`,
 					res.EnqueueP50MS, res.EnqueueP99MS)
 				fmt.Fprintf(out, "commit to start p50 %.2f ms, p99 %.2f ms, p999 %.2f ms (from each enqueue's acknowledged commit: the runner's part)\n",
 					res.CommitP50MS, res.CommitP99MS, res.CommitP999MS)
+				fmt.Fprintf(out, "round trips     %.0f jobs per claim, %.0f per completion call\n", res.AvgClaim, res.AvgComplete)
 				fmt.Fprintln(out, checkpointNote(res.Checkpoints))
 				return nil
 			}

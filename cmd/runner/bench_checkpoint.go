@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -28,22 +29,44 @@ type checkpointCounter struct {
 }
 
 // freshCheckpoint asks the server for a checkpoint, saying on progress when the
-// bench's role may not, and starts counting the checkpoints from there.
+// bench's role may not, and starts counting the checkpoints from there. The
+// checkpointer publishes its count a moment after the CHECKPOINT command returns, so
+// it waits (up to checkpointReportWait) for the count to move past the one read
+// before: otherwise the fresh checkpoint would be counted as one inside the run.
 func freshCheckpoint(ctx context.Context, pool *pgxpool.Pool, progress io.Writer) (*checkpointCounter, error) {
+	c := &checkpointCounter{pool: pool}
+	before, err := c.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.start, c.known = before, before >= 0
 	if _, err := pool.Exec(ctx, sqlapi.BenchCheckpoint); err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		fmt.Fprintf(progress, "bench: no checkpoint before the run (%v); a checkpoint may fall inside it\n", err)
+		return c, nil
 	}
-	c := &checkpointCounter{pool: pool}
-	n, err := c.read(ctx)
-	if err != nil {
-		return nil, err
+	if !c.known {
+		return c, nil
 	}
-	c.start, c.known = n, n >= 0
+	deadline := time.Now().Add(checkpointReportWait)
+	for c.start == before && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+		if c.start, err = c.read(ctx); err != nil {
+			return nil, err
+		}
+	}
 	return c, nil
 }
+
+// checkpointReportWait bounds how long freshCheckpoint waits for the checkpointer to
+// publish its count.
+const checkpointReportWait = 2 * time.Second
 
 // since is how many checkpoints started since freshCheckpoint, -1 if not known.
 func (c *checkpointCounter) since(ctx context.Context) (int64, error) {
