@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# bench-processes.sh: burn-downs by separate `runner work` processes sharing one
+# queue, each with its own Go runtime, pool, listener and maintenance, as a fleet runs.
+# `runner bench --runners N` does the same inside one process; this is the real thing.
+#
+#   scripts/bench-processes.sh                     # 200,000 jobs: 1, 4, 1, 4 processes
+#   JOBS=1000000 scripts/bench-processes.sh 1 4
+#   POOL=2 scripts/bench-processes.sh 1 4          # pool_max_conns of each process
+#
+# For each count it (re)creates the database pgrun_procs_bench, enqueues JOBS no-op
+# jobs, vacuums, takes a checkpoint, starts the processes (WORKERS slots each, pgx's
+# default pool unless POOL is set) and waits until no job is queued or running. The
+# rate is read from the jobs themselves: JOBS over the span from the first start to
+# the last finish (started_at, finished_at: the database's clock), so the processes'
+# start-up is not counted.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+jobs=${JOBS:-200000}
+workers=${WORKERS:-500}
+counts=("$@")
+[ ${#counts[@]} -gt 0 ] || counts=(1 4 1 4)
+for n in "${counts[@]}"; do
+  [[ $n =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 64 ] || { echo "bench-processes: a count of processes is 1 to 64, got '$n'" >&2; exit 2; }
+done
+[[ $jobs =~ ^[0-9]+$ ]] && [ "$jobs" -ge 1 ] || { echo "bench-processes: JOBS must be a positive number, got '$jobs'" >&2; exit 2; }
+
+server=$(scripts/ensure-postgres.sh </dev/null | tail -n 1)
+db=pgrun_procs_bench
+url=${server%%\?*}
+url="${url%/*}/$db?sslmode=disable"
+runner_url=$url # psql refuses pgx's pool_max_conns
+[ -z "${POOL:-}" ] || runner_url="$url&pool_max_conns=$POOL"
+queue=bench.procs
+export PGOPTIONS='-c client_min_messages=warning'
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+  psql "$server" -qc "drop database if exists $db with (force)" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+go build -o "$work/runner" ./cmd/runner
+
+for n in "${counts[@]}"; do
+  psql "$server" -qc "drop database if exists $db with (force)" -c "create database $db"
+  "$work/runner" migrate up --database-url "$url" >/dev/null
+  psql "$url" -qAt -c "select pgrun.set_queue('$queue')" >/dev/null
+  for ((done = 0; done < jobs; done += 100000)); do
+    k=$((jobs - done < 100000 ? jobs - done : 100000))
+    psql "$url" -qAtc "select count(*) from pgrun.enqueue_columns(array_fill('noop'::text, array[$k]),
+      queues => array_fill('$queue'::text, array[$k]))" >/dev/null
+  done
+  psql "$url" -qc "vacuum analyze pgrun.jobs" -c "checkpoint"
+
+  pids=()
+  for ((i = 0; i < n; i++)); do
+    "$work/runner" work --database-url "$runner_url" --queues "$queue=$workers" --examples \
+      --log-level warn --job-log=false --telemetry-interval 0 2>>"$work/runners.log" &
+    pids+=($!)
+  done
+  # Until nothing is queued or running (index scans; a count of the backlog would
+  # load the server it measures).
+  while [ "$(psql "$url" -qAtc "select exists (select 1 from pgrun.jobs where queue = '$queue' and status = 'queued')
+      or exists (select 1 from pgrun.jobs where status = 'running' and queue = '$queue')")" = t ]; do
+    for p in "${pids[@]}"; do
+      kill -0 "$p" 2>/dev/null || { echo "bench-processes: a runner exited early:" >&2; cat "$work/runners.log" >&2; exit 1; }
+    done
+    sleep 0.2
+  done
+  # The runners' own CPU (user and system, in clock ticks) before they stop.
+  ticks=0
+  for p in "${pids[@]}"; do
+    read -r ut st < <(awk '{print $14, $15}' "/proc/$p/stat" 2>/dev/null || echo 0 0)
+    ticks=$((ticks + ut + st))
+  done
+  for p in "${pids[@]}"; do kill -TERM "$p"; done
+  wait "${pids[@]}" || true
+  pids=()
+  psql "$url" -qAt -F ' ' -c "select count(*), round(count(*) / extract(epoch from max(finished_at) - min(started_at))),
+      count(distinct claimed_by)
+    from pgrun.jobs where queue = '$queue' and status = 'succeeded'" |
+    while read -r done rate by; do
+      [ "$done" = "$jobs" ] || { echo "bench-processes: $done of $jobs jobs succeeded" >&2; exit 1; }
+      echo "processes $n: $rate jobs/s ($jobs jobs, $workers slots each${POOL:+, pool $POOL}; $by runners ran jobs;" \
+        "runners' CPU $((ticks * 1000000 / $(getconf CLK_TCK) / jobs)) µs per job)"
+    done
+done
