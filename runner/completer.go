@@ -23,11 +23,16 @@ type completion struct {
 }
 
 // completeConcurrency is how many complete_jobs calls the completer keeps in flight.
-// With one, a completion that arrives while a batch is being recorded waits for that
-// batch to commit before its own is sent, and a workflow's next node cannot start
-// before its upstream's completion commits; with two, it is sent at once. More would
-// mostly queue on the database's cores and on the parents' and runs' row locks.
-const completeConcurrency = 2
+// One: a completion that arrives while a batch is being recorded waits for it and
+// goes out in the next batch, which is then larger. Two calls in flight were kept
+// while a fan-in serialised on its parent's row (they took a 10,000-child fan-in from
+// 5.9k to 8.7k children/s); since the fan-in stopped doing so, measured on two cores
+// (docs/benchmarks.md, 2026-11-26, third pass), one call gives the same fan-in
+// (35–42k children/s) and dependent start (done to started p50 about 4 ms), 25% more
+// chain runs a second, 2–4% less server CPU per job in the steady state, and a fleet
+// of four runners 5% more throughput, since each runner puts one statement fewer on
+// the server's cores at a time.
+const completeConcurrency = 1
 
 // completer records successes in batches: it takes whatever has queued up (up to
 // DefaultCompleteBatch) and finishes it with one complete_jobs call, with up to
