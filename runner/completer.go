@@ -22,17 +22,18 @@ type completion struct {
 	ran time.Duration
 }
 
-// completeConcurrency is how many complete_jobs calls the completer keeps in flight.
-// One: a completion that arrives while a batch is being recorded waits for it and
-// goes out in the next batch, which is then larger. Two calls in flight were kept
-// while a fan-in serialised on its parent's row (they took a 10,000-child fan-in from
-// 5.9k to 8.7k children/s); since the fan-in stopped doing so, measured on two cores
-// (docs/benchmarks.md, 2026-11-26, third pass), one call gives the same fan-in
-// (35–42k children/s) and dependent start (done to started p50 about 4 ms), 25% more
-// chain runs a second, 2–4% less server CPU per job in the steady state, and a fleet
-// of four runners 5% more throughput, since each runner puts one statement fewer on
-// the server's cores at a time.
-const completeConcurrency = 1
+// completeConcurrency is how many complete_jobs calls the completer keeps in flight:
+// one, and a second only while a full batch (DefaultCompleteBatch) waits behind it.
+// A completion that arrives while a call is being recorded mostly waits for it and
+// goes out in the next, larger batch: on two cores that gave 25% more workflow chain
+// runs a second, 2–4% less server CPU per job in the steady state and four runners
+// on one queue 0.93 of one runner's burn-down instead of 0.87, each runner putting
+// one statement fewer on the server at a time. With one call only, though, a runner
+// that claims faster than one call records (about 62k jobs/s here, 1,000 jobs in
+// 16 ms) piles completions up behind it: 10% of a burn-down's rate lost, and jobs
+// whose success is known but not recorded. The second call for a full batch keeps
+// that capacity (docs/benchmarks.md, 2026-11-26, third pass).
+const completeConcurrency = 2
 
 // completer records successes in batches: it takes whatever has queued up (up to
 // DefaultCompleteBatch) and finishes it with one complete_jobs call, with up to
@@ -110,12 +111,13 @@ func (c *completer) run(ctx context.Context) {
 	}
 }
 
-// take removes the next batch from the buffer; nil if it is empty.
-func (c *completer) take() []completion {
+// take removes the next batch from the buffer; nil if it is empty, or, with full,
+// if it holds less than a full batch.
+func (c *completer) take(full bool) []completion {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := min(len(c.buf), DefaultCompleteBatch)
-	if n == 0 {
+	if n == 0 || (full && n < DefaultCompleteBatch) {
 		return nil
 	}
 	batch := c.buf[:n:n]
@@ -182,8 +184,9 @@ func (c *completer) flush(ctx context.Context) int {
 	return n
 }
 
-// dispatch sends buffered completions while a call slot is free. A call that ends
-// frees its slot and pokes run, so what arrived meanwhile goes out next.
+// dispatch sends buffered completions while a call slot is free: the first call takes
+// whatever waits, a further one only a full batch (see completeConcurrency). A call
+// that ends frees its slot and pokes run, so what arrived meanwhile goes out next.
 func (c *completer) dispatch() {
 	for {
 		select {
@@ -191,7 +194,7 @@ func (c *completer) dispatch() {
 		default:
 			return // all slots busy: the next call to end pokes run
 		}
-		batch := c.take()
+		batch := c.take(len(c.slots) > 1)
 		if batch == nil {
 			<-c.slots
 			return
@@ -210,7 +213,7 @@ func (c *completer) dispatch() {
 // drain waits for the calls in flight, then records everything still buffered.
 func (c *completer) drain() {
 	c.sends.Wait()
-	for batch := c.take(); batch != nil; batch = c.take() {
+	for batch := c.take(false); batch != nil; batch = c.take(false) {
 		c.complete(batch)
 		c.landed(batch)
 	}

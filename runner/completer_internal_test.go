@@ -28,3 +28,40 @@ func TestWakeReadiedWakesTheQueuesItServes(t *testing.T) {
 		t.Fatal("the fetcher of a queue nothing was readied in was woken")
 	}
 }
+
+// A second complete_jobs call goes out only for a full batch: completions that arrive
+// while one call is in flight wait for it and go out together (completeConcurrency).
+func TestCompleterSecondCallOnlyForAFullBatch(t *testing.T) {
+	r := newRunner(nil, Config{Queues: map[string]QueueConfig{"a": {Workers: 1}}})
+	c := newCompleter(r)
+	fill := func(n int) {
+		for i := range n {
+			c.add(completion{id: int64(i + 1), attempt: 1})
+		}
+	}
+	fill(DefaultCompleteBatch - 1)
+	c.slots <- struct{}{} // one call in flight
+	c.dispatch()
+	if got := len(c.slots); got != 1 {
+		t.Fatalf("%d calls in flight for less than a full batch, want the one", got)
+	}
+	if got := len(c.buf); got != DefaultCompleteBatch-1 {
+		t.Fatalf("the buffer holds %d after dispatch, want all %d still waiting", got, DefaultCompleteBatch-1)
+	}
+	if b := c.take(true); b != nil {
+		t.Fatalf("a second call took %d, less than a full batch", len(b))
+	}
+	if b := c.take(false); len(b) != DefaultCompleteBatch-1 {
+		t.Fatalf("the first call took %d, want everything waiting (%d)", len(b), DefaultCompleteBatch-1)
+	}
+	fill(DefaultCompleteBatch + 500)
+	if b := c.take(true); len(b) != DefaultCompleteBatch {
+		t.Fatalf("a second call took %d of a full batch, want %d", len(b), DefaultCompleteBatch)
+	}
+	if b := c.take(true); b != nil {
+		t.Fatalf("a second call took the %d left over", len(b))
+	}
+	if b := c.take(false); len(b) != 500 {
+		t.Fatalf("the next first call took %d, want the 500 left", len(b))
+	}
+}
