@@ -25,14 +25,14 @@ type completion struct {
 // completeConcurrency is how many complete_jobs calls the completer keeps in flight:
 // one, and a second only while a full batch (DefaultCompleteBatch) waits behind it.
 // A completion that arrives while a call is being recorded mostly waits for it and
-// goes out in the next, larger batch: on two cores that gave 25% more workflow chain
-// runs a second, 2–4% less server CPU per job in the steady state and four runners
-// on one queue 0.93 of one runner's burn-down instead of 0.87, each runner putting
-// one statement fewer on the server at a time. With one call only, though, a runner
-// that claims faster than one call records (about 62k jobs/s here, 1,000 jobs in
-// 16 ms) piles completions up behind it: 10% of a burn-down's rate lost, and jobs
-// whose success is known but not recorded. The second call for a full batch keeps
-// that capacity (docs/benchmarks.md, 2026-11-26, third pass).
+// goes out in the next, larger batch. Against two calls at all times, on two cores:
+// 18% more workflow chain runs a second, 6% more burn-down, 2–6% less server CPU per
+// job in the steady state, and four runners on one queue at 0.88 of one runner's
+// burn-down instead of 0.80, each runner putting one statement fewer on the server
+// at a time. With one call only, a runner that claims faster than one call records
+// (about 62k jobs/s here: 1,000 jobs in 16 ms) piled successes up unrecorded behind
+// it and lost 10% of a burn-down; the second call for a full batch keeps that
+// capacity (docs/benchmarks.md, 2026-11-26, third pass).
 const completeConcurrency = 2
 
 // completer records successes in batches: it takes whatever has queued up (up to
