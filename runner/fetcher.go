@@ -43,6 +43,8 @@ type fetcher struct {
 	resume  resumer
 	rtt     ewma // a claim's round trip
 	runTime ewma // a job's time in its slot
+	// shared is set while other live workers serve this queue (see maxInflight).
+	shared atomic.Bool
 	// yield is how many jobs the last claim brought: the next claim's rows are
 	// scanned into an array sized for about twice that (capped at what it asks for),
 	// so that a queue with little due does not allocate room for a full claim.
@@ -62,8 +64,22 @@ type fetcher struct {
 	closed  bool
 }
 
-// maxInflight is how many claims of one queue a runner has in flight at once.
+// maxInflight is how many claims of one queue a runner has in flight at once: two
+// while it serves the queue alone, one while other live workers serve it too
+// (shared, from pgrun.queue_peers; see peersLoop). Each claim in flight is a
+// statement on the server's cores, and peers' claims step over each other's rows:
+// on two cores four runners burned down at 0.88 of one runner's rate with two claims
+// each and about 0.97 with one, while one runner alone loses 2–6% with one
+// (docs/benchmarks.md, 2026-11-26, third pass).
 const maxInflight = 2
+
+// inflightLimit is maxInflight, or one while the queue has peers.
+func (f *fetcher) inflightLimit() int {
+	if f.shared.Load() {
+		return 1
+	}
+	return maxInflight
+}
 
 // claimed is what a claim in flight brings back to run.
 type claimed struct {
@@ -238,7 +254,7 @@ func (f *fetcher) slotsFreed() {
 // second alongside it only with a backlog and enough free capacity to make a round
 // trip worth it.
 func (f *fetcher) launch(ctx context.Context, results chan<- claimed) {
-	for f.inflight < maxInflight {
+	for f.inflight < f.inflightLimit() {
 		free := f.free()
 		if free <= 0 || f.drained || (f.inflight > 0 && (!f.backlog || free < f.want())) {
 			return

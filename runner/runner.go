@@ -155,6 +155,8 @@ type Runner struct {
 	kinds    []string // sorted keys of handlers
 	running  map[int64]*execution
 	fetchers map[string]*fetcher
+	// shared records which queues have peers (peers.go), for fetchers yet to start.
+	shared map[string]bool
 	// cancelled remembers confirmed cancellations of jobs not running here (yet): a
 	// job claimed just before its cancellation must not start when it arrives.
 	cancelled map[cancelKey]time.Time
@@ -409,6 +411,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	machinery, mctx := errgroup.WithContext(bg)
 	machinery.Go(func() error { r.completer.run(mctx); return nil })
 	machinery.Go(func() error { r.renewLoop(mctx); return nil })
+	machinery.Go(func() error { r.peersLoop(mctx); return nil })
 	machinery.Go(func() error { r.listen(mctx); return nil })
 	machinery.Go(func() error { r.confirmCancels(mctx); return nil })
 	machinery.Go(func() error { r.settleLoop(mctx); return nil })
@@ -441,6 +444,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		f := newFetcher(r, name, slots)
 		r.mu.Lock()
 		r.fetchers[name] = f
+		f.shared.Store(r.shared[name])
 		r.mu.Unlock()
 		claiming.Go(func() error { f.run(cctx); return nil })
 	}

@@ -9,3 +9,7 @@ const ListWorkers = `select id, host, pid, state, queues, models, version, start
 // $4 queues, $5 warm models, $6 version, $7 state, $8 cadence, $9 servable models,
 // $10 handled kinds.
 const WorkerHeartbeat = `select pgrun.worker_heartbeat($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
+
+// QueuePeers counts, per queue, the other live workers that serve it: $1 worker id,
+// $2 queues.
+const QueuePeers = `select queue, peers from pgrun.queue_peers($1, $2)`

@@ -55,6 +55,35 @@ begin
 end;
 $$;
 
+-- queue_peers counts, for each of queues, the other live workers (state running,
+-- worker_alive) that serve it. A runner that shares a queue keeps one claim of it in
+-- flight instead of two (runner/fetcher.go): every claim and completion in flight is
+-- a statement on the server's cores, and the peers' claims step over each other's
+-- rows. It tells a worker counts only, nothing else of pgrun.workers. At most 1000
+-- queues, as worker_heartbeat.
+create or replace function pgrun.queue_peers(worker text, queues text[])
+returns table (queue text, peers integer)
+language plpgsql
+stable
+set search_path = pgrun, pg_catalog
+as $$
+#variable_conflict use_column
+declare
+  v_now timestamptz := pgrun.clock();
+begin
+  perform pgrun.check_worker_id(worker);
+  if queues is null or cardinality(queues) > 1000 then
+    raise exception 'queue_peers takes 0 to 1000 queues, got %', coalesce(cardinality(queues)::text, 'NULL')
+      using errcode = '22023', hint = 'Pass the queues this worker serves, as worker_heartbeat does.';
+  end if;
+  return query
+  select q, (select count(*)::integer from pgrun.workers w
+             where w.id <> queue_peers.worker and q = any (w.queues) and w.state = 'running'
+               and pgrun.worker_alive(w, v_now))
+  from unnest(queues) q;
+end;
+$$;
+
 -- flag_dead_workers flags workers that went silent for worker_silence (three heartbeat
 -- cadences) while holding running jobs (flagged_dead_at, and a worker.dead event on
 -- each of their jobs); the lease reaper brings the jobs back. A heartbeat clears the

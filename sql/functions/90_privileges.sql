@@ -37,7 +37,7 @@ as $$
     -- worker
     'claim_jobs', 'renew_leases', 'complete_jobs', 'complete_job', 'fail_job', 'retry_later',
     'requeue_job', 'defer_job', 'set_progress', 'beat', 'emit', 'worker_heartbeat', 'record_hw',
-    'release_unheld',
+    'release_unheld', 'queue_peers',
     -- enqueuer
     'start_run', 'submit_input', 'replace_queued', 'jobs_after_insert', 'job_timeline', 'caller_tenant',
     -- admin
@@ -117,7 +117,7 @@ begin
   foreach f in array array['claim_jobs', 'claim_job', 'renew_leases', 'complete_jobs', 'complete_job', 'fail_job',
                            'retry_later', 'requeue_job', 'defer_job', 'set_progress', 'beat', 'emit',
                            'worker_heartbeat', 'record_hw', 'worker_modes', 'error_class_permanent',
-                           'clock', 'release_unheld'] loop
+                           'clock', 'release_unheld', 'queue_peers'] loop
     return query select format('grant execute on function %s to %I', pgrun.qualified(p.oid), worker)
                  from pg_proc p where p.pronamespace = 'pgrun'::regnamespace and p.proname = f;
   end loop;

@@ -1,0 +1,63 @@
+package runner
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgrun/pgrun/internal/sqlapi"
+)
+
+// peersEvery is how often a runner asks how many other live workers serve its
+// queues (pgrun.queue_peers): often enough that a fleet started together settles
+// within a few seconds, on a table of one row per worker.
+const peersEvery = 2 * time.Second
+
+// peersLoop keeps each fetcher's shared flag (see maxInflight) up to date. A failed
+// look leaves the flags as they were: they only tune how many claims are in flight.
+func (r *Runner) peersLoop(ctx context.Context) {
+	t := time.NewTicker(peersEvery)
+	defer t.Stop()
+	for {
+		r.lookForPeers(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// lookForPeers reads the peers of every queue this runner serves once.
+func (r *Runner) lookForPeers(ctx context.Context) {
+	rows, err := r.pool.Query(ctx, sqlapi.QueuePeers, r.cfg.WorkerID, r.queueNames())
+	if err != nil {
+		if ctx.Err() == nil && !r.down.fail("queue_peers", err) {
+			r.log.Debug("queue_peers failed", "err", err)
+		}
+		return
+	}
+	var queue string
+	var peers int32
+	_, err = pgx.ForEachRow(rows, []any{&queue, &peers}, func() error {
+		r.setShared(queue, peers > 0)
+		return nil
+	})
+	if err != nil && ctx.Err() == nil && !r.down.fail("queue_peers", err) {
+		r.log.Debug("queue_peers failed", "err", err)
+	}
+}
+
+// setShared records whether queue has peers, for its fetcher now or when it starts.
+func (r *Runner) setShared(queue string, shared bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.shared == nil {
+		r.shared = map[string]bool{}
+	}
+	r.shared[queue] = shared
+	if f := r.fetchers[queue]; f != nil {
+		f.shared.Store(shared)
+	}
+}

@@ -1,0 +1,54 @@
+package tests
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgrun/pgrun/internal/testkit"
+)
+
+// queue_peers counts, per queue, the other workers that are alive and running and
+// serve it: not the caller, not a draining or stopped one, not one gone silent.
+func TestQueuePeersCountsOtherLiveWorkers(t *testing.T) {
+	b := testkit.Setup(t)
+	now := testkit.At("2030-01-01T10:00:00Z")
+	c := testkit.PinClock(t, b, now)
+	c.Exec(`select pgrun.worker_heartbeat('silent', 'h4', 4, '{a,b}', cadence => '10 seconds')`)
+	c.Set(now.Add(time.Minute)) // 'silent' is past three cadences
+	c.Exec(`select pgrun.worker_heartbeat('me', 'h1', 1, '{a,b,c}', cadence => '10 seconds')`)
+	c.Exec(`select pgrun.worker_heartbeat('peer', 'h2', 2, '{a}', cadence => '10 seconds')`)
+	c.Exec(`select pgrun.worker_heartbeat('draining', 'h3', 3, '{a,b}', state => 'draining', cadence => '10 seconds')`)
+
+	peers := func(worker string, queues ...string) map[string]int {
+		t.Helper()
+		got := map[string]int{}
+		if queues == nil {
+			queues = []string{} // an empty array, not NULL
+		}
+		// On the pinned clock's session: liveness is judged by the engine's clock.
+		c.QueryRow(`select coalesce(jsonb_object_agg(queue, peers), '{}') from pgrun.queue_peers($1, $2)`,
+			[]any{worker, queues}, &got)
+		return got
+	}
+	require.Equal(t, map[string]int{"a": 1, "b": 0, "c": 0}, peers("me", "a", "b", "c"))
+	require.Equal(t, map[string]int{"a": 1}, peers("peer", "a"), "the caller is not its own peer")
+	require.Equal(t, map[string]int{}, peers("me"))
+
+	c.Exec(`select pgrun.worker_heartbeat('peer', 'h2', 2, '{a}', state => 'stopped', cadence => '10 seconds')`)
+	require.Equal(t, map[string]int{"a": 0}, peers("me", "a"), "a stopped worker is no peer")
+}
+
+// A runner with only the worker role may ask (the Go runner does, every two
+// seconds), and bad input changes nothing.
+func TestQueuePeersForTheWorkerRoleAndBadInput(t *testing.T) {
+	b := testkit.Setup(t)
+	p := testkit.AsRole(t, b, "pgrun_worker")
+	testkit.Allowed(t, b, p, `select * from pgrun.queue_peers('w', array['a'])`)
+	testkit.Refused(t, b, p, "22023", `select * from pgrun.queue_peers('w', null)`)
+	testkit.Refused(t, b, p, "22023", `select * from pgrun.queue_peers('w', array_fill('q'::text, array[1001]))`)
+	testkit.Refused(t, b, p, "22023", `select * from pgrun.queue_peers('', array['a'])`)
+	enqueuer := testkit.AsRole(t, b, "pgrun_enqueuer")
+	testkit.Denied(t, b, enqueuer, `select * from pgrun.queue_peers('w', array['a'])`)
+}
