@@ -10,9 +10,9 @@ import (
 )
 
 // peersEvery is how often a runner asks how many other live workers serve its
-// queues (pgrun.queue_peers): often enough that a fleet started together settles
-// within a few seconds, on a table of one row per worker.
-const peersEvery = 2 * time.Second
+// queues (pgrun.queue_peers): as often as a fetcher polls, so that a fleet started
+// together settles within a second, on a table of one row per worker.
+const peersEvery = time.Second
 
 // peersLoop keeps each fetcher's shared flag (see maxInflight) up to date. A failed
 // look leaves the flags as they were: they only tune how many claims are in flight.
