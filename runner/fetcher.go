@@ -69,7 +69,7 @@ type fetcher struct {
 // (shared, from pgrun.queue_peers; see peersLoop). Each claim in flight is a
 // statement on the server's cores, and peers' claims step over each other's rows:
 // on two cores four runners burned down a million jobs at 0.85 of one runner's rate
-// with two claims each and 1.01 with one, while one runner alone loses 2–6% with one
+// with two claims each and 0.93–1.01 with one, while one runner alone loses 2–6% with one
 // (docs/benchmarks.md, 2026-11-26, third pass).
 const maxInflight = 2
 

@@ -9,20 +9,30 @@ import (
 	"github.com/pgrun/pgrun/internal/sqlapi"
 )
 
-// peersEvery is how often a runner asks how many other live workers serve its
-// queues (pgrun.queue_peers): as often as a fetcher polls, so that a fleet started
-// together settles within a second, on a table of one row per worker.
-const peersEvery = time.Second
+// How often a runner asks how many other live workers serve its queues
+// (pgrun.queue_peers): every second for its first peersQuickLooks looks, so that a
+// fleet started together settles within a second, then with each heartbeat
+// (renewEvery, 10 s by default), so that a runner that joins later is seen within one
+// cadence. A look reads every worker's queues once, so a large fleet with many
+// queues must not make it every second for good.
+const (
+	peersQuickEvery = time.Second
+	peersQuickLooks = 5
+)
 
 // peersLoop keeps each fetcher's shared flag (see maxInflight) up to date. A failed
 // look leaves the flags as they were: they only tune how many claims are in flight.
 func (r *Runner) peersLoop(ctx context.Context) {
-	t := time.NewTicker(peersEvery)
-	defer t.Stop()
-	for {
+	for looks := 1; ; looks++ {
 		r.lookForPeers(ctx)
+		wait := r.renewEvery()
+		if looks < peersQuickLooks {
+			wait = min(wait, peersQuickEvery)
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-t.C:
 		}

@@ -40,8 +40,8 @@ func TestQueuePeersCountsOtherLiveWorkers(t *testing.T) {
 	require.Equal(t, map[string]int{"a": 0}, peers("me", "a"), "a stopped worker is no peer")
 }
 
-// A runner with only the worker role may ask (the Go runner does, every second),
-// and bad input changes nothing.
+// A runner with only the worker role may ask (the Go runner does, at start and
+// with each heartbeat), and bad input changes nothing.
 func TestQueuePeersForTheWorkerRoleAndBadInput(t *testing.T) {
 	b := testkit.Setup(t)
 	p := testkit.AsRole(t, b, "pgrun_worker")
