@@ -88,6 +88,7 @@ type claimed struct {
 	jobs  []*pgrun.Job
 	err   error
 	took  time.Duration
+	warm  bool // sent with models warm here: its jobs need not follow key order
 }
 
 func newFetcher(r *Runner, queue string, slots int) *fetcher {
@@ -266,12 +267,12 @@ func (f *fetcher) launch(ctx context.Context, results chan<- claimed) {
 		wakes := f.wakes
 		go func() {
 			began := time.Now()
-			jobs, err := f.claim(ctx, n, after)
+			jobs, warm, err := f.claim(ctx, n, after)
 			took := time.Since(began)
 			f.r.claimed(f.queue, jobs, took, err)
 			f.r.log.Debug("claimed", "queue", f.queue, "asked", n, "got", len(jobs), "resumed", after != nil,
 				"took", took)
-			results <- claimed{wakes: wakes, asked: n, jobs: jobs, err: err, took: took}
+			results <- claimed{wakes: wakes, asked: n, jobs: jobs, err: err, took: took, warm: warm}
 		}()
 	}
 }
@@ -280,7 +281,11 @@ func (f *fetcher) launch(ctx context.Context, results chan<- claimed) {
 // returns the claim's error.
 func (f *fetcher) took(res claimed) error {
 	f.reserved -= res.asked
-	f.resume.claimed(res.jobs, res.err)
+	if res.warm {
+		f.resume.forget() // a warm claim may have skipped cold jobs below its last key
+	} else {
+		f.resume.claimed(res.jobs, res.err)
+	}
 	if res.err != nil {
 		f.backlog = false
 		return res.err
@@ -415,8 +420,9 @@ func (a *ewma) value() float64 { return a.v }
 // wait for their leases to run out.
 const claimTimeout = 30 * time.Second
 
-func (f *fetcher) claim(ctx context.Context, n int, after *claimKey) ([]*pgrun.Job, error) {
-	var jobs []*pgrun.Job
+// warm reports whether the claim passed models warm here: then claim_jobs may take
+// jobs out of key order and ignores after, and the claim must not move the key.
+func (f *fetcher) claim(ctx context.Context, n int, after *claimKey) (jobs []*pgrun.Job, warm bool, err error) {
 	var afterPriority *int16
 	var afterRunAt *time.Time
 	var afterID *int64
@@ -425,7 +431,7 @@ func (f *fetcher) claim(ctx context.Context, n int, after *claimKey) ([]*pgrun.J
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
 	defer cancel()
-	err := withRetry(cctx, func(cctx context.Context) error {
+	err = withRetry(cctx, func(cctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -438,8 +444,10 @@ func (f *fetcher) claim(ctx context.Context, n int, after *claimKey) ([]*pgrun.J
 		f.r.claimGate.RLock()
 		defer f.r.claimGate.RUnlock()
 		began := time.Now()
+		models := f.r.models()
+		warm = len(models) > 0
 		rows, err := f.r.pool.Query(ctx, sqlapi.ClaimJobs,
-			f.queue, f.r.cfg.WorkerID, n, f.r.leaseArg(), f.r.models(), f.r.handledKinds(),
+			f.queue, f.r.cfg.WorkerID, n, f.r.leaseArg(), models, f.r.handledKinds(),
 			afterPriority, afterRunAt, afterID)
 		if err != nil {
 			return err
@@ -453,9 +461,9 @@ func (f *fetcher) claim(ctx context.Context, n int, after *claimKey) ([]*pgrun.J
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("claim %s: %w", f.queue, err)
+		return nil, warm, fmt.Errorf("claim %s: %w", f.queue, err)
 	}
-	return jobs, nil
+	return jobs, warm, nil
 }
 
 // models lists the models warm in this runner's cache; nil (not empty) without a

@@ -131,6 +131,9 @@ func (r *resumer) next() *claimKey {
 	return r.key
 }
 
+// forget drops the key: the next claim scans from the queue's start.
+func (r *resumer) forget() { r.key = nil }
+
 // claimed moves the key past jobs and remembers their ids; a failed claim (err) drops
 // the key.
 func (r *resumer) claimed(jobs []*pgrun.Job, err error) {

@@ -63,3 +63,21 @@ func TestResumerDropsItsKey(t *testing.T) {
 		t.Fatal("dropped at the resumeEvery-th poll")
 	}
 }
+
+// A claim sent with models warm here may take jobs out of key order, so it drops the
+// key instead of moving it; the next claim scans from the queue's start.
+func TestWarmClaimDropsTheKey(t *testing.T) {
+	r := newRunner(nil, Config{Queues: map[string]QueueConfig{"a": {Workers: 4}}})
+	f := newFetcher(r, "a", 4)
+	f.resume.claimed([]*pgrun.Job{{Priority: 1, RunAt: time.Unix(1000, 0), ID: 9}}, nil)
+	if f.resume.next() == nil {
+		t.Fatal("a cold claim sets the key")
+	}
+	f.reserved = 1
+	if err := f.took(claimed{asked: 1, warm: true}); err != nil {
+		t.Fatal(err)
+	}
+	if k := f.resume.next(); k != nil {
+		t.Fatalf("a warm claim kept the key %+v", k)
+	}
+}

@@ -59,3 +59,34 @@ func TestClaimResumesAfterKey(t *testing.T) {
 	_, err = b.Pool.Exec(b.Ctx, `select pgrun.claim_jobs('resume', 'w1', 1, after_id => 5)`)
 	require.Equal(t, "22023", testkit.SQLState(err), "a partial key is refused: %v", err)
 }
+
+// A worker with a model cache and nothing warm passes an empty models list and
+// resumes after its key like one without; with a model warm, the key is not used
+// (the warm pass takes jobs out of key order), and the claim starts from the queue's
+// start.
+func TestClaimResumesWithNothingWarmOnly(t *testing.T) {
+	b := testkit.Setup(t)
+	var backlog []*pgrun.Job
+	for range 4 {
+		j, err := pgrun.Enqueue(b.Ctx, b.Pool, "noop", nil, pgrun.Queue("cache"), pgrun.Priority(1))
+		require.NoError(t, err)
+		backlog = append(backlog, j)
+	}
+	key := backlog[1] // as if claimed already: the key sorts after backlog[0]
+	claim := func(models []string) []int64 {
+		t.Helper()
+		rows, err := b.Pool.Query(b.Ctx, `select id from pgrun.claim_jobs('cache', 'w1', 1, models => $1,
+			after_priority => $2, after_run_at => $3, after_id => $4)`, models, key.Priority, key.RunAt, key.ID)
+		require.NoError(t, err)
+		var ids []int64
+		for rows.Next() {
+			var x int64
+			require.NoError(t, rows.Scan(&x))
+			ids = append(ids, x)
+		}
+		require.NoError(t, rows.Err())
+		return ids
+	}
+	require.Equal(t, []int64{backlog[2].ID}, claim([]string{}), "nothing warm: resumed after the key")
+	require.Equal(t, []int64{backlog[0].ID}, claim([]string{"m"}), "a model warm: from the queue's start")
+}

@@ -184,8 +184,12 @@ begin
       order by c.priority, c.run_at, c.id
       limit 1;
     end if;
+    -- Resuming needs claims in key order: with a model warm here, the warm pass takes
+    -- jobs out of it, so the key is not used. A worker with a model cache and nothing
+    -- warm passes an empty list, and resumes like one without (the Go runner does).
     foreach v_pass in array case when v_top is not null then array['warm', 'any']
-                                 when after_id is not null and models is null then array['urgent', 'after']
+                                 when after_id is not null and coalesce(cardinality(models), 0) = 0
+                                   then array['urgent', 'after']
                                  else array['any'] end loop
       -- One statement per pass, so that each keeps its own index range.
       if v_pass = 'warm' then
