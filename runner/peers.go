@@ -42,18 +42,14 @@ func (r *Runner) peersLoop(ctx context.Context) {
 // lookForPeers reads the peers of every queue this runner serves once.
 func (r *Runner) lookForPeers(ctx context.Context) {
 	rows, err := r.pool.Query(ctx, sqlapi.QueuePeers, r.cfg.WorkerID, r.queueNames())
-	if err != nil {
-		if ctx.Err() == nil && !r.down.fail("queue_peers", err) {
-			r.log.Debug("queue_peers failed", "err", err)
-		}
-		return
+	if err == nil {
+		var queue string
+		var peers int32
+		_, err = pgx.ForEachRow(rows, []any{&queue, &peers}, func() error {
+			r.setShared(queue, peers > 0)
+			return nil
+		})
 	}
-	var queue string
-	var peers int32
-	_, err = pgx.ForEachRow(rows, []any{&queue, &peers}, func() error {
-		r.setShared(queue, peers > 0)
-		return nil
-	})
 	if err != nil && ctx.Err() == nil && !r.down.fail("queue_peers", err) {
 		r.log.Debug("queue_peers failed", "err", err)
 	}

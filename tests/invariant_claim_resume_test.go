@@ -4,26 +4,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrun/pgrun"
 	"github.com/pgrun/pgrun/internal/testkit"
 )
 
-// resumeClaim claims n jobs of queue after key (priority, run_at, id) and returns
-// their ids in claim order.
-func resumeClaim(t *testing.T, b *testkit.DB, queue string, n int, p int16, runAt time.Time, id int64) []int64 {
+// resumeClaim claims n jobs of queue after key (priority, run_at, id), passing models
+// as the worker's warm models (nil: none, NULL), and returns their ids in claim
+// order.
+func resumeClaim(t *testing.T, b *testkit.DB, queue string, n int, models []string, p int16, runAt time.Time, id int64) []int64 {
 	t.Helper()
-	rows, err := b.Pool.Query(b.Ctx, `select id from pgrun.claim_jobs($1, 'w1', $2,
-		after_priority => $3, after_run_at => $4, after_id => $5) order by priority, run_at, id`, queue, n, p, runAt, id)
+	rows, err := b.Pool.Query(b.Ctx, `select id from pgrun.claim_jobs($1, 'w1', $2, models => $3,
+		after_priority => $4, after_run_at => $5, after_id => $6) order by priority, run_at, id`, queue, n, models, p, runAt, id)
 	require.NoError(t, err)
-	var ids []int64
-	for rows.Next() {
-		var x int64
-		require.NoError(t, rows.Scan(&x))
-		ids = append(ids, x)
-	}
-	require.NoError(t, rows.Err())
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	require.NoError(t, err)
 	return ids
 }
 
@@ -48,7 +45,7 @@ func TestClaimResumesAfterKey(t *testing.T) {
 		pgrun.RunAt(key.RunAt.Add(-time.Minute)))
 	require.NoError(t, err)
 
-	got := resumeClaim(t, b, "resume", 3, key.Priority, key.RunAt, key.ID)
+	got := resumeClaim(t, b, "resume", 3, nil, key.Priority, key.RunAt, key.ID)
 	require.Equal(t, []int64{urgent.ID, backlog[2].ID, backlog[3].ID}, got,
 		"the more urgent job first, then the backlog after the key")
 	require.Equal(t, pgrun.StatusQueued, testkit.JobStatus(t, b, early.ID), "below the key: left for a claim from the start")
@@ -75,17 +72,7 @@ func TestClaimResumesWithNothingWarmOnly(t *testing.T) {
 	key := backlog[1] // as if claimed already: the key sorts after backlog[0]
 	claim := func(models []string) []int64 {
 		t.Helper()
-		rows, err := b.Pool.Query(b.Ctx, `select id from pgrun.claim_jobs('cache', 'w1', 1, models => $1,
-			after_priority => $2, after_run_at => $3, after_id => $4)`, models, key.Priority, key.RunAt, key.ID)
-		require.NoError(t, err)
-		var ids []int64
-		for rows.Next() {
-			var x int64
-			require.NoError(t, rows.Scan(&x))
-			ids = append(ids, x)
-		}
-		require.NoError(t, rows.Err())
-		return ids
+		return resumeClaim(t, b, "cache", 1, models, key.Priority, key.RunAt, key.ID)
 	}
 	require.Equal(t, []int64{backlog[2].ID}, claim([]string{}), "nothing warm: resumed after the key")
 	require.Equal(t, []int64{backlog[0].ID}, claim([]string{"m"}), "a model warm: from the queue's start")
