@@ -1,0 +1,52 @@
+package tests
+
+import (
+	"regexp"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgrun/pgrun/internal/testkit"
+)
+
+// A maintenance round with nothing due reads no running job: with 20,000 jobs
+// running (a fleet's worth, none of their leases or timeouts due) every statement
+// inside maintain() is planned and executed under auto_explain, and none may filter
+// out a thousand rows or more. The reaper once inlined its candidate list into its
+// UPDATE, where the planner could not see it, and walked the whole running index in
+// every round: milliseconds per thousand running jobs, on the leader's every second,
+// whether or not a lease had run out. A plan check on what the statements read, not
+// a timing.
+func TestMaintainWithNothingDueReadsNoRunningJob(t *testing.T) {
+	b := testkit.Setup(t)
+	enqueueBatchOn(t, b.Ctx, b.Pool, "hot", 20000)
+	// Statistics from before the claims, as a table analyzed between bursts has them:
+	// they show almost nothing running, which is when the planner took the running
+	// index for a cheap place to look.
+	_, err := b.Pool.Exec(b.Ctx, `analyze pgrun.jobs`)
+	require.NoError(t, err)
+	var running int
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.claim_jobs('hot', 'w1', 10000, '1 hour')`).Scan(&running))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) + $1 from pgrun.claim_jobs('hot', 'w2', 10000, '1 hour')`, running).Scan(&running))
+	require.Equal(t, 20000, running)
+
+	conn, plans := explainSession(t, b)
+	_, err = conn.Exec(b.Ctx, `set auto_explain.log_analyze = on`)
+	require.NoError(t, err)
+	for range 7 { // past the five custom plans after which PostgreSQL may go generic
+		var out string
+		require.NoError(t, conn.QueryRow(b.Ctx, `select pgrun.maintain(leader => 'plan-check')::text`).Scan(&out))
+		require.Contains(t, out, `"lease_requeued": 0`, "nothing was due")
+	}
+	got := plans()
+	require.Greater(t, len(got), 50, "auto_explain reported the nested statements")
+	removed := regexp.MustCompile(`Rows Removed by Filter: (\d+)`)
+	for _, p := range got {
+		for _, m := range removed.FindAllStringSubmatch(p, -1) {
+			n, err := strconv.Atoi(m[1])
+			require.NoError(t, err)
+			require.Less(t, n, 1000, "a maintenance round with nothing due read the running jobs:\n%s", p)
+		}
+	}
+}
