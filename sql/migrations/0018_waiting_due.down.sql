@@ -1,0 +1,1 @@
+drop index if exists pgrun.jobs_waiting_due_idx;
