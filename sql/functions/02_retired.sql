@@ -14,6 +14,8 @@ drop function if exists pgrun.defer_job(bigint, integer, jsonb, double precision
 drop function if exists pgrun.claim_jobs(text, text, integer, interval, text[]); -- retired in version 0
 drop function if exists pgrun.claim_jobs(text, text, integer, interval, text[], text[]); -- retired in version 0
 drop function if exists pgrun.renew_leases(text, bigint[], interval); -- retired in version 1
+-- (an internal helper of claim_jobs, never granted: it now takes the job's fields)
+drop function if exists pgrun.may_take_cold(pgrun.jobs, text, text[], text[], timestamptz, interval); -- retired in version 4
 
 -- from 34_dispatch.sql
 drop function if exists pgrun.dispatch_finished(bigint[]); -- retired in version 0
