@@ -18,8 +18,8 @@ import (
 // leases of every running job, sends the beats handlers recorded, and heartbeats the
 // worker row (every DefaultLease/3 when the lease is left to the queues). A job whose lease did not renew is no longer ours; its handler's
 // context is cancelled with ErrLeaseLost.
+// Run sends the first heartbeat itself, before any claim.
 func (r *Runner) renewLoop(ctx context.Context) {
-	r.heartbeat(ctx, "running")
 	t := time.NewTicker(r.renewEvery())
 	defer t.Stop()
 	for {

@@ -407,6 +407,11 @@ func (r *Runner) Run(ctx context.Context) error {
 	// bg is for the machinery that must outlive ctx during the shutdown sequence.
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()
+	// Registered before the first claim: claim_jobs applies an operator's worker
+	// control (drain, off) to this host through the worker's row, and worker_status
+	// should list a runner that is already running jobs. A failed heartbeat is
+	// reported and retried with the next renewal, as later ones are.
+	r.heartbeat(ctx, "running")
 	r.completer = newCompleter(r)
 	machinery, mctx := errgroup.WithContext(bg)
 	machinery.Go(func() error { r.completer.run(mctx); return nil })

@@ -54,4 +54,10 @@ func TestSQLEnqueuedJobRunsAndIsObservableWithSQL(t *testing.T) {
 	var workers int
 	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.worker_status where state = 'running'`).Scan(&workers))
 	require.Equal(t, 1, workers)
+	// Registered before it claimed: the runner heartbeats before its first claim (an
+	// operator's worker control reaches a claim through the worker's row).
+	var registeredFirst bool
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select w.started_at <= j.started_at
+		from pgrun.jobs j join pgrun.workers w on w.id = j.claimed_by where j.id = $1`, id).Scan(&registeredFirst))
+	require.True(t, registeredFirst, "the worker claimed before its first heartbeat")
 }
