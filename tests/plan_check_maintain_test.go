@@ -23,13 +23,10 @@ import (
 // the statements read, not a timing.
 func TestMaintainWithNothingDueScansNoBacklog(t *testing.T) {
 	b := testkit.Setup(t)
-	enqueueBatchOn(t, b.Ctx, b.Pool, "hot", 50000)
-	_, err := b.Pool.Exec(b.Ctx, `select pgrun.complete_jobs(array_agg(id), array_agg(attempt))
-		from pgrun.claim_jobs('hot', 'seed', 10000)`)
-	require.NoError(t, err)
+	seedHot(t, b, 50000)
 	testkit.DefineWorkflow(t, b, "two", `{"nodes": [{"name": "a", "kind": "x", "queue": "first"},
 		{"name": "b", "kind": "x", "queue": "second", "deps": ["a"]}]}`)
-	_, err = b.Pool.Exec(b.Ctx, `select count(pgrun.start_run('two')) from generate_series(1, 5000)`)
+	_, err := b.Pool.Exec(b.Ctx, `select count(pgrun.start_run('two')) from generate_series(1, 5000)`)
 	require.NoError(t, err)
 	// Statistics from before the claims, as a table analyzed between bursts has them:
 	// they show almost nothing running, which is when the planner took the running

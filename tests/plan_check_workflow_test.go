@@ -19,14 +19,11 @@ import (
 // batch of 500.
 func TestWorkflowDispatchUsesIndexes(t *testing.T) {
 	b := testkit.Setup(t)
-	enqueueBatchOn(t, b.Ctx, b.Pool, "hot", 100000)
-	_, err := b.Pool.Exec(b.Ctx, `select pgrun.complete_jobs(array_agg(id), array_agg(attempt))
-		from pgrun.claim_jobs('hot', 'seed', 10000)`)
-	require.NoError(t, err)
+	seedHot(t, b, 100000)
 	parent := fanInParent(t, b, 1001, 1.0)
 	testkit.DefineWorkflow(t, b, "two", `{"nodes": [{"name": "a", "kind": "x", "queue": "first"},
 		{"name": "b", "kind": "x", "queue": "second", "deps": ["a"], "args": {"v": {"$from": "a.output"}}}]}`)
-	_, err = b.Pool.Exec(b.Ctx, `select count(pgrun.start_run('two')) from generate_series(1, 50)`)
+	_, err := b.Pool.Exec(b.Ctx, `select count(pgrun.start_run('two')) from generate_series(1, 50)`)
 	require.NoError(t, err)
 	_, err = b.Pool.Exec(b.Ctx, `analyze pgrun.jobs`)
 	require.NoError(t, err)
