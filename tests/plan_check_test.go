@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -130,6 +131,23 @@ func requireNoSeqScan(t testing.TB, plans []string, least int, what string) {
 	seq := regexp.MustCompile(`Seq Scan on jobs\b`)
 	for _, p := range plans {
 		require.False(t, seq.MatchString(p), "%s reads pgrun.jobs sequentially:\n%s", what, p)
+	}
+}
+
+// requireNoWideFilter fails on a plan (auto_explain with log_analyze) whose filter
+// threw away a thousand rows or more: a statement that reads the rows it has nothing
+// to do with, as an index that does not lead to its rows makes it. It also fails
+// unless auto_explain reported more than least plans.
+func requireNoWideFilter(t testing.TB, plans []string, least int, what string) {
+	t.Helper()
+	require.Greater(t, len(plans), least, "auto_explain reported the nested statements")
+	removed := regexp.MustCompile(`Rows Removed by Filter: (\d+)`)
+	for _, p := range plans {
+		for _, m := range removed.FindAllStringSubmatch(p, -1) {
+			n, err := strconv.Atoi(m[1])
+			require.NoError(t, err)
+			require.Less(t, n, 1000, "%s read rows it had nothing to do with:\n%s", what, p)
+		}
 	}
 }
 

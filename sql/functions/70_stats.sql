@@ -111,6 +111,10 @@ declare
   v_est    boolean;
   v_scale  double precision;   -- rows of pgrun.jobs per sampled row
   v_s      jsonb;              -- this queue's part of v_sample
+  -- Running jobs by queue from one pass (see below), or NULL past run_cap of them.
+  run_cap  constant integer := 10 * pgrun.stats_exact_limit();
+  v_runs   jsonb;
+  v_nrun   bigint;
 begin
   -- The last minute's endings, all queues at once (finished_counts, bounded).
   select coalesce(jsonb_object_agg(f.queue, jsonb_build_object('succeeded', f.succeeded, 'failed', f.failed,
@@ -118,6 +122,20 @@ begin
          coalesce(bool_or(f.estimated), false)
   into v_finished, v_fin_est
   from pgrun.finished_counts(interval '1 minute') f;
+
+  -- Running jobs, all queues in one pass of the running index while they number at
+  -- most run_cap. The running index is not by queue, so a count of one queue walks
+  -- the running jobs of every queue: counted queue by queue, 22 queues beside 40,000
+  -- running jobs took 320-400 ms. Past run_cap, queue by queue as before (each count
+  -- stops one past the limit, so a busy queue costs at most that).
+  select coalesce(jsonb_object_agg(r.queue, r.n), '{}'), coalesce(sum(r.n), 0) into v_runs, v_nrun
+  from (select x.queue, count(*) as n
+        from (select j.queue from pgrun.jobs j where j.status = 'running'
+              order by least(j.lease_expires_at, j.deadline_at) limit run_cap + 1) x
+        group by x.queue) r;
+  if v_nrun > run_cap then
+    v_runs := null;
+  end if;
 
   for q in select * from pgrun.queues x order by x.name loop
     v_est := v_fin_est;
@@ -129,9 +147,13 @@ begin
     from (select j.run_at from pgrun.jobs j
           where j.queue = q.name and j.status = 'queued'
           order by j.priority, j.run_at, j.id limit cap + 1) x;
-    select count(*) into v_run
-    from (select 1 from pgrun.jobs j where j.status = 'running' and j.queue = q.name
-          order by least(j.lease_expires_at, j.deadline_at) limit cap + 1) x;
+    if v_runs is not null then
+      v_run := least(coalesce((v_runs ->> q.name)::bigint, 0), cap + 1);
+    else
+      select count(*) into v_run
+      from (select 1 from pgrun.jobs j where j.status = 'running' and j.queue = q.name
+            order by least(j.lease_expires_at, j.deadline_at) limit cap + 1) x;
+    end if;
     select count(*) filter (where x.status = 'pending'), count(*) filter (where x.status = 'waiting')
     into v_pend, v_wait
     from (select j.status from pgrun.jobs j
