@@ -1,9 +1,11 @@
 package tests
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrun/pgrun/internal/testkit"
@@ -50,4 +52,45 @@ func TestQueueStatsCountsRunningJobsInOnePass(t *testing.T) {
 		}
 	}
 	requireNoWideFilter(t, checked, 5, "queue_stats")
+}
+
+// worker_status counts the jobs each worker holds in one pass, not one per worker:
+// with 20,000 jobs running under two of twelve registered workers, reading the view
+// (auto_explain with log_analyze) scans pgrun.jobs once, and the counts are right. Counted worker by worker, each count walked the running jobs of every worker:
+// 280-470 ms for 20 workers beside 40,000 running jobs.
+func TestWorkerStatusCountsHeldJobsInOnePass(t *testing.T) {
+	b := testkit.Setup(t)
+	seedHot(t, b, 30000)
+	for _, s := range []string{
+		`select count(pgrun.worker_heartbeat('w' || g, 'h' || g, g, array['hot'], '{}')) from generate_series(1, 12) g`,
+		`select count(*) from pgrun.claim_jobs('hot', 'w1', 10000, '1 hour')`,
+		`select count(*) from pgrun.claim_jobs('hot', 'w2', 9999, '1 hour')`,
+		`analyze pgrun.jobs`,
+	} {
+		_, err := b.Pool.Exec(b.Ctx, s)
+		require.NoError(t, err, s)
+	}
+	conn, plans := explainSession(t, b)
+	_, err := conn.Exec(b.Ctx, `set auto_explain.log_analyze = on`)
+	require.NoError(t, err)
+	rows, err := conn.Query(b.Ctx, `select id, running from pgrun.worker_status where id in ('w1', 'w2', 'w3') order by id`)
+	require.NoError(t, err)
+	held := map[string]int64{}
+	var id string
+	var n int64
+	_, err = pgx.ForEachRow(rows, []any{&id, &n}, func() error { held[id] = n; return nil })
+	require.NoError(t, err)
+	require.Equal(t, map[string]int64{"w1": 10000, "w2": 9999, "w3": 0}, held)
+	// One pass over the running jobs: no scan of pgrun.jobs runs once per worker.
+	got := plans()
+	require.NotEmpty(t, got, "auto_explain reported the view's plan")
+	scans := regexp.MustCompile(`Scan[^\n]* on jobs \w+ [^\n]*loops=(\d+)\)`)
+	found := false
+	for _, p := range got {
+		for _, m := range scans.FindAllStringSubmatch(p, -1) {
+			found = true
+			require.Equal(t, "1", m[1], "worker_status read the running jobs once per worker:\n%s", p)
+		}
+	}
+	require.True(t, found, "the plan reads pgrun.jobs")
 }

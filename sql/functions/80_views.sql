@@ -36,17 +36,23 @@ $ddl$);
 -- operator sorts them by: 'live' (worker_alive: heard from within three heartbeat
 -- cadences, not flagged, not stopped), 'stopped' (it said so when it shut down) or
 -- 'dead' (silent for longer, or flagged), whether or not it held jobs. Time is the
--- engine's clock, so a test can pin it (pgrun.clock).
+-- engine's clock, so a test can pin it (pgrun.clock). The jobs held are counted for
+-- all workers in one pass of the running index: counted worker by worker, each count
+-- walked the running jobs of every worker (the index is not by worker), 280-470 ms
+-- for 20 workers beside 40,000 running jobs.
 select pgrun.ensure_ddl('view', 'worker_status', null, $ddl$
 create view pgrun.worker_status as
 select w.id, w.host, w.pid, w.state, w.queues, w.models, w.version, w.started_at,
        w.last_seen, c.at - w.last_seen as since_seen, w.cadence, w.flagged_dead_at,
        pgrun.worker_alive(w, c.at) as alive, w.kinds,
-       (select count(*) from pgrun.jobs j where j.status = 'running' and j.claimed_by = w.id) as running,
+       coalesce(r.n, 0) as running,
        case when w.state = 'stopped' then 'stopped'
             when pgrun.worker_alive(w, c.at) then 'live'
             else 'dead' end as liveness
-from pgrun.workers w, (select pgrun.clock() as at) c;
+from pgrun.workers w
+cross join (select pgrun.clock() as at) c
+left join (select j.claimed_by, count(*) as n from pgrun.jobs j
+           where j.status = 'running' group by j.claimed_by) r on r.claimed_by = w.id;
 $ddl$);
 
 -- run_status shows every node of every run: its job, state and progress.
