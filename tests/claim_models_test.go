@@ -61,19 +61,14 @@ func TestAffinityIsATiebreakWithinPriority(t *testing.T) {
 // 100,000 such jobs. A plan check on what the claim reads, not a timing.
 func TestColdClaimReadsTheWorkersOnce(t *testing.T) {
 	b := testkit.Setup(t)
-	for _, s := range []string{
+	execAll(t, b,
 		`select pgrun.worker_heartbeat('warm', 'h1', 1, '{gpu}', '{m1}')`,
 		`select pgrun.worker_heartbeat('cold', 'h2', 2, '{gpu}', '{}')`,
 		`select count(*) from pgrun.enqueue_columns(array_fill('embed'::text, array[5000]),
 			queues => array_fill('gpu'::text, array[5000]), models => array_fill('m1'::text, array[5000]))`,
 		`analyze pgrun.jobs`,
-	} {
-		_, err := b.Pool.Exec(b.Ctx, s)
-		require.NoError(t, err, s)
-	}
-	conn, plans := explainSession(t, b)
-	_, err := conn.Exec(b.Ctx, `set auto_explain.log_analyze = on`)
-	require.NoError(t, err)
+	)
+	conn, plans := analyzeSession(t, b)
 	var got int
 	require.NoError(t, conn.QueryRow(b.Ctx, `select count(*) from pgrun.claim_jobs('gpu', 'cold', 10, models => '{}')`).Scan(&got))
 	require.Zero(t, got, "every job is left to the worker with m1 warm")

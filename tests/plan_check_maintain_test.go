@@ -24,21 +24,16 @@ func TestMaintainWithNothingDueScansNoBacklog(t *testing.T) {
 	seedHot(t, b, 50000)
 	testkit.DefineWorkflow(t, b, "two", `{"nodes": [{"name": "a", "kind": "x", "queue": "first"},
 		{"name": "b", "kind": "x", "queue": "second", "deps": ["a"]}]}`)
-	_, err := b.Pool.Exec(b.Ctx, `select count(pgrun.start_run('two')) from generate_series(1, 5000)`)
-	require.NoError(t, err)
 	// Statistics from before the claims, as a table analyzed between bursts has them:
 	// they show almost nothing running, which is when the planner took the running
 	// index for a cheap place to look.
-	_, err = b.Pool.Exec(b.Ctx, `analyze pgrun.jobs`)
-	require.NoError(t, err)
+	execAll(t, b, `select count(pgrun.start_run('two')) from generate_series(1, 5000)`, `analyze pgrun.jobs`)
 	var running int
 	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.claim_jobs('hot', 'w1', 10000, '1 hour')`).Scan(&running))
 	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) + $1 from pgrun.claim_jobs('hot', 'w2', 10000, '1 hour')`, running).Scan(&running))
 	require.Equal(t, 20000, running)
 
-	conn, plans := explainSession(t, b)
-	_, err = conn.Exec(b.Ctx, `set auto_explain.log_analyze = on`)
-	require.NoError(t, err)
+	conn, plans := analyzeSession(t, b)
 	for range 7 { // past the five custom plans after which PostgreSQL may go generic
 		var out string
 		require.NoError(t, conn.QueryRow(b.Ctx, `select pgrun.maintain(leader => 'plan-check')::text`).Scan(&out))

@@ -21,20 +21,15 @@ import (
 func TestQueueStatsCountsRunningJobsInOnePass(t *testing.T) {
 	b := testkit.Setup(t)
 	seedHot(t, b, 30000)
-	for _, s := range []string{
+	execAll(t, b,
 		`select count(*) from pgrun.claim_jobs('hot', 'w1', 10000, '1 hour')`,
 		`select count(*) from pgrun.claim_jobs('hot', 'w2', 10000, '1 hour')`,
 		`select count(pgrun.set_queue('q' || g)) from generate_series(1, 20) g`,
 		`select count(*) from pgrun.enqueue_columns(array_fill('noop'::text, array[3]), queues => array_fill('q1'::text, array[3]))`,
 		`select count(*) from pgrun.claim_jobs('q1', 'w3', 2, '1 hour')`,
 		`analyze pgrun.jobs`,
-	} {
-		_, err := b.Pool.Exec(b.Ctx, s)
-		require.NoError(t, err, s)
-	}
-	conn, plans := explainSession(t, b)
-	_, err := conn.Exec(b.Ctx, `set auto_explain.log_analyze = on`)
-	require.NoError(t, err)
+	)
+	conn, plans := analyzeSession(t, b)
 	var running, queued int64
 	var estimated bool
 	require.NoError(t, conn.QueryRow(b.Ctx, `select running, queued, estimated from pgrun.queue_stats where queue = 'q1'`).
@@ -56,23 +51,19 @@ func TestQueueStatsCountsRunningJobsInOnePass(t *testing.T) {
 
 // worker_status counts the jobs each worker holds in one pass, not one per worker:
 // with 20,000 jobs running under two of twelve registered workers, reading the view
-// (auto_explain with log_analyze) scans pgrun.jobs once, and the counts are right. Counted worker by worker, each count walked the running jobs of every worker:
+// (auto_explain with log_analyze) scans pgrun.jobs once, and the counts are right.
+// Counted worker by worker, each count walked the running jobs of every worker:
 // 280-470 ms for 20 workers beside 40,000 running jobs.
 func TestWorkerStatusCountsHeldJobsInOnePass(t *testing.T) {
 	b := testkit.Setup(t)
 	seedHot(t, b, 30000)
-	for _, s := range []string{
+	execAll(t, b,
 		`select count(pgrun.worker_heartbeat('w' || g, 'h' || g, g, array['hot'], '{}')) from generate_series(1, 12) g`,
 		`select count(*) from pgrun.claim_jobs('hot', 'w1', 10000, '1 hour')`,
 		`select count(*) from pgrun.claim_jobs('hot', 'w2', 9999, '1 hour')`,
 		`analyze pgrun.jobs`,
-	} {
-		_, err := b.Pool.Exec(b.Ctx, s)
-		require.NoError(t, err, s)
-	}
-	conn, plans := explainSession(t, b)
-	_, err := conn.Exec(b.Ctx, `set auto_explain.log_analyze = on`)
-	require.NoError(t, err)
+	)
+	conn, plans := analyzeSession(t, b)
 	rows, err := conn.Query(b.Ctx, `select id, running from pgrun.worker_status where id in ('w1', 'w2', 'w3') order by id`)
 	require.NoError(t, err)
 	held := map[string]int64{}

@@ -85,6 +85,25 @@ func seedHot(t testing.TB, b *testkit.DB, rows int) {
 	require.NoError(t, err)
 }
 
+// execAll runs each of stmts on the pool, in order: a test's setup.
+func execAll(t testing.TB, b *testkit.DB, stmts ...string) {
+	t.Helper()
+	for _, s := range stmts {
+		_, err := b.Pool.Exec(b.Ctx, s)
+		require.NoError(t, err, s)
+	}
+}
+
+// analyzeSession is explainSession with the plans carrying what each node did
+// (auto_explain.log_analyze): rows, loops and rows removed by filters.
+func analyzeSession(t testing.TB, b *testkit.DB) (conn *pgx.Conn, plans func() []string) {
+	t.Helper()
+	conn, plans = explainSession(t, b)
+	_, err := conn.Exec(b.Ctx, `set auto_explain.log_analyze = on`)
+	require.NoError(t, err)
+	return conn, plans
+}
+
 // explainSession opens a superuser session on the test's database (LOAD needs it)
 // that has auto_explain plan every statement, nested ones included, and send each
 // plan to the session as a notice; plans returns those received so far. It skips the

@@ -47,17 +47,14 @@ declare
   v_ids       bigint[];
   q           text;
 begin
-  -- The ids are taken in a statement of their own: inlined into the UPDATE below as
+  -- The candidates (expired_leases), locked unless another reaper holds them, are
+  -- taken in a statement of their own: inlined into the UPDATE below as
   -- "id = any (coalesce(ids, array(...)))", the planner could not see the array and
   -- walked the whole running index in every round, which cost a maintenance leader
   -- milliseconds per thousand running jobs even with nothing to reap.
   v_ids := coalesce(ids, array(
     select c.id from pgrun.jobs c
-    where c.status = 'running' and least(c.lease_expires_at, c.deadline_at) < v_now
-      and c.lease_expires_at < v_now
-      and not pgrun.in_epoch_grace(v_since, c.lease_length, v_now)
-    order by least(c.lease_expires_at, c.deadline_at)
-    limit batch
+    where c.id = any (pgrun.expired_leases(batch))
     for update skip locked));
   if cardinality(v_ids) = 0 then
     return jsonb_build_object('requeued', 0, 'failed', 0);
