@@ -129,8 +129,14 @@ func pgrunBurnDown(ctx context.Context, pool *pgxpool.Pool, c config) (seconds f
 	go func() { done <- r.Run(rctx) }()
 	err = waitDrained(ctx, int64(c.Jobs), worked, c.StallTimeout, func(ctx context.Context) (int64, error) {
 		var left int64
-		err := pool.QueryRow(ctx, `select count(*) from pgrun.jobs
-			where queue = $1 and status in ('queued', 'running')`, pgrunQueue).Scan(&left)
+		// Each part in its index's order, so that it reads the claim index and the
+		// running index, never the table, whatever the statistics of the backlog say.
+		err := pool.QueryRow(ctx, `select
+			(select count(*) from (select 1 from pgrun.jobs where queue = $1 and status = 'queued'
+			                       order by priority, run_at, id limit 1) q)
+			+ (select count(*) from (select 1 from pgrun.jobs where status = 'running' and queue = $1
+			                         order by least(lease_expires_at, deadline_at) limit 100000) r)`,
+			pgrunQueue).Scan(&left)
 		return left, err
 	})
 	seconds = time.Since(worked.start).Seconds()

@@ -107,8 +107,13 @@ func riverBurnDown(ctx context.Context, pool *pgxpool.Pool, client *river.Client
 	}
 	err := waitDrained(ctx, int64(c.Jobs), worked, c.StallTimeout, func(ctx context.Context) (int64, error) {
 		var left int64
-		err := pool.QueryRow(ctx, `select count(*) from river_job
-			where state in ('available', 'running')`).Scan(&left)
+		// Each part in the order of River's fetching index (state, queue, priority,
+		// scheduled_at, id), so that it is read instead of the table.
+		err := pool.QueryRow(ctx, `select
+			(select count(*) from (select 1 from river_job where state = 'available'
+			                       order by state, queue, priority, scheduled_at, id limit 1) a)
+			+ (select count(*) from (select 1 from river_job where state = 'running'
+			                         order by state, queue, priority, scheduled_at, id limit 100000) r)`).Scan(&left)
 		return left, err
 	})
 	elapsed := time.Since(worked.start).Seconds()
