@@ -63,7 +63,7 @@ begin
                   coalesce($4, array_fill(null::uuid, array[cardinality($1)])),
                   array_fill(''running''::text, array[cardinality($1)]), array_fill($5::text, array[cardinality($1)]))
            as r(id, attempt, result, claim_id, status, worker), pgrun.queues q
-     where j.id = r.id and j.attempt = r.attempt and j.status::text = r.status
+     where j.id = any ($1) and j.id = r.id and j.attempt = r.attempt and j.status::text = r.status
        and (r.worker is null or j.claimed_by = r.worker)
        and (r.claim_id is null or j.claim_id = r.claim_id)
        and (r.result is null or pg_column_size(r.result) <= $6)
@@ -77,11 +77,16 @@ begin
   -- analyzed, or analyzed while every job was queued and claimed_by NULL); the planner
   -- then read the jobs first and matched each to every row of the batch, 1.3 s for a
   -- batch of 1,000 on a table of 12,000 rows. Compared with the batch's columns they
-  -- only join, so the batch finds its jobs by primary key (or one hash join on a small
-  -- table) whatever the statistics say. status is compared as text for the same
-  -- reason: as "status = 'running'" the planner may match the partial index of running
-  -- rows and scan all of them per batch (seen with 300k running rows of dead workers
-  -- not yet reaped). tests/plan_check_test.go holds both cases.
+  -- only join. status is compared as text for the same reason: as "status = 'running'"
+  -- the planner may match the partial index of running rows and scan all of them per
+  -- batch (seen with 300k running rows of dead workers not yet reaped). And the ids
+  -- restrict pgrun.jobs directly as well (j.id = any ($1)), which gives the planner a
+  -- way to read only the batch's rows by primary key that no statistics make look
+  -- dearer than reading the table: vacuumed while nearly empty (a purge, an ephemeral
+  -- queue that deleted its jobs) and refilled since, the table looks like a few rows
+  -- however large it is, and the join alone then hashed the whole table for every batch
+  -- or compared every job with every element of it (over 20 s a batch of 1,000 with
+  -- two million jobs). tests/plan_check_test.go holds these cases.
   return query execute
   'update pgrun.jobs j
    set status = ''succeeded'', finished_at = $7, result = r.result, lease_expires_at = null
@@ -89,7 +94,7 @@ begin
                coalesce($4, array_fill(null::uuid, array[cardinality($1)])),
                array_fill(''running''::text, array[cardinality($1)]), array_fill($5::text, array[cardinality($1)]))
         as r(id, attempt, result, claim_id, status, worker)
-   where j.id = r.id and j.attempt = r.attempt and j.status::text = r.status
+   where j.id = any ($1) and j.id = r.id and j.attempt = r.attempt and j.status::text = r.status
      and (r.worker is null or j.claimed_by = r.worker)
      and (r.claim_id is null or j.claim_id = r.claim_id)
      and (r.result is null or pg_column_size(r.result) <= $6)
