@@ -227,6 +227,7 @@ var maintainSteps = map[string][]string{
 	"drain_outbox":        {"outbox_dispatched", "outbox_retried", "outbox_poisoned"},
 	"fire_schedules":      {"schedules_fired"},
 	"prune_history":       {"pruned"},
+	"refresh_job_stats":   {"stats_refreshed"},
 }
 
 // maintainedEvents turns one maintain() round (its JSON answer, decoded into m, or

@@ -128,6 +128,52 @@ begin
 end;
 $$;
 
+-- refresh_job_stats analyzes pgrun.jobs when the planner reckons it at a tenth or less
+-- of the live rows the table's counters report (and they are over 10,000), and returns
+-- whether it did. The planner scales the last ANALYZE's rows per page to the table's
+-- present size, which holds while the table grows or shrinks; it fails when the last
+-- ANALYZE (or VACUUM) saw the table nearly empty yet keeping its pages: a purge, an
+-- ephemeral queue that deleted its jobs, a vacuum held back by a long transaction.
+-- Refilled before autovacuum's next ANALYZE, the table then looks like a few rows
+-- however many jobs it holds, and plans made meanwhile read all of it: each claim
+-- sorted the whole backlog (a bitmap scan and an external sort, 560 ms a claim with
+-- 900,000 queued, 30 times below the normal rate) and kept doing so, since a runner's
+-- session keeps its plans until the table's statistics change. An ANALYZE is such a
+-- change: it invalidates those plans. It never waits: if a vacuum or another ANALYZE
+-- holds the table, it leaves the work to it. It runs as the engine (maintain's owner),
+-- which may analyze the table.
+create or replace function pgrun.refresh_job_stats()
+returns boolean
+language plpgsql
+set search_path = pgrun, pg_catalog
+as $$
+declare
+  v_tuples   real;
+  v_pages    integer;
+  v_live     bigint := pg_stat_get_live_tuples('pgrun.jobs'::regclass);
+  v_estimate double precision;
+begin
+  select c.reltuples, c.relpages into v_tuples, v_pages from pg_class c where c.oid = 'pgrun.jobs'::regclass;
+  -- Never analyzed or vacuumed (reltuples -1), or empty then (no pages): the planner
+  -- estimates from the row width and the present size, which holds up.
+  if v_tuples < 0 or v_pages = 0 or v_live <= 10000 then
+    return false;
+  end if;
+  v_estimate := v_tuples / v_pages
+                * (pg_relation_size('pgrun.jobs'::regclass) / current_setting('block_size')::integer);
+  if v_live <= 10 * greatest(v_estimate, 1000) then
+    return false;
+  end if;
+  begin
+    lock table pgrun.jobs in share update exclusive mode nowait;
+  exception when lock_not_available then
+    return false;
+  end;
+  analyze pgrun.jobs;
+  return true;
+end;
+$$;
+
 -- set_maintenance_step sets how often maintain() runs step: '0' every round, else at
 -- most once per every (up to a day), counted from the step's last run. It changes
 -- nothing else: a step called alone ignores its cadence. An unknown step or a bad
@@ -224,6 +270,7 @@ declare
   v_outbox   jsonb := '{}';
   v_fired    integer := 0;
   v_pruned   integer := 0;
+  v_analyzed integer := 0;
   v_errors   jsonb := '{}';
   v_broken   jsonb := '[]';
   v_holder   text;
@@ -338,6 +385,15 @@ begin
     end;
     v_steps := v_steps || pgrun.step_ms('fire_schedules', v_began);
   end if;
+  if not 'refresh_job_stats' = any (v_not_due) then
+    v_began := clock_timestamp();
+    begin
+      v_analyzed := pgrun.refresh_job_stats()::integer;
+    exception when others then
+      v_errors := v_errors || jsonb_build_object('refresh_job_stats', sqlerrm);
+    end;
+    v_steps := v_steps || pgrun.step_ms('refresh_job_stats', v_began);
+  end if;
   if not 'prune_history' = any (v_not_due) then
     v_began := clock_timestamp();
     begin
@@ -356,6 +412,7 @@ begin
     'workers_flagged_dead', v_dead,
     'schedules_fired', v_fired,
     'pruned', v_pruned,
+    'stats_refreshed', v_analyzed,
     'outbox_dispatched', coalesce(v_outbox -> 'dispatched', '0'),
     'outbox_retried', coalesce(v_outbox -> 'retried', '0'),
     'outbox_poisoned', coalesce(v_outbox -> 'poisoned', '0'),

@@ -1,0 +1,1 @@
+delete from pgrun.maintenance_steps where step = 'refresh_job_stats';
