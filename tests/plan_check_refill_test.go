@@ -20,12 +20,7 @@ import (
 // statistics right, analyzes nothing.
 func TestMaintainAnalyzesATableRefilledAfterAVacuumWhileNearlyEmpty(t *testing.T) {
 	b := testkit.Setup(t)
-	enqueueBatchOn(t, b.Ctx, b.Pool, "gone", 12000)
-	enqueueBatchOn(t, b.Ctx, b.Pool, "last", 1) // the last page keeps a row: no truncation
-	execAll(t, b, `delete from pgrun.jobs where queue = 'gone'`, `vacuum analyze pgrun.jobs`)
-	var tuples float64
-	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select reltuples from pg_class where oid = 'pgrun.jobs'::regclass`).Scan(&tuples))
-	require.Equal(t, 1.0, tuples, "vacuum counted the one job left")
+	vacuumNearlyEmpty(t, b)
 
 	// The refill, on one connection, whose counts reach the table's statistics at its
 	// next transaction's end (pg_stat_force_next_flush; a busy server flushes every
@@ -52,6 +47,7 @@ func TestMaintainAnalyzesATableRefilledAfterAVacuumWhileNearlyEmpty(t *testing.T
 	var refreshed int
 	require.NoError(t, admin.QueryRow(b.Ctx, `select (pgrun.maintain() ->> 'stats_refreshed')::int`).Scan(&refreshed))
 	require.Equal(t, 1, refreshed, "maintain analyzed pgrun.jobs")
+	var tuples float64
 	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select reltuples from pg_class where oid = 'pgrun.jobs'::regclass`).Scan(&tuples))
 	require.Greater(t, tuples, 25000.0, "the statistics count the refill")
 

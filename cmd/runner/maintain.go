@@ -39,9 +39,9 @@ func newMaintainCmd(g *globals) *cobra.Command {
 		Short: "Set how often maintain() runs a step: 0 every round, else at most once per EVERY (up to 24h)",
 		Long: `step sets a maintenance step's cadence (pgrun.set_maintenance_step). The steps are
 reap_expired_leases, fail_overdue, flag_dead_workers, forget_workers, drain_outbox,
-fire_schedules, prune_history and refresh_job_stats. By default forget_workers and prune_history run
-once a minute and the others every round; reaping leases and the timeout rule
-should stay at every round.`,
+fire_schedules, prune_history and refresh_job_stats. By default forget_workers and
+prune_history run once a minute and the others every round; reaping leases and the
+timeout rule should stay at every round.`,
 		Example: "  runner maintain step prune_history 5m\n  runner maintain step forget_workers 0",
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
