@@ -69,16 +69,22 @@ func TestBenchReportsCheckpoints(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out[bytes.IndexByte([]byte(out), '{'):]), &res), out)
 	require.Contains(t, res, "checkpoints")
 	require.GreaterOrEqual(t, res["checkpoints"].(float64), 0.0)
-	out, err = c.run("bench", "--rate", "200", "--duration", "200ms", "--no-progress")
+	out, err = c.run("bench", "--rate", "200", "--duration", "200ms", "--warmup", "0", "--no-progress")
 	require.NoError(t, err, out)
 	require.Contains(t, out, "checkpoints     ")
 	require.Contains(t, out, "round trips     ")
+	require.Contains(t, out, "warm-up         0s not counted")
 
-	out, err = c.run("bench", "--rate", "500", "--duration", "300ms", "--no-progress", "--json")
+	// A second of warm-up at 500 jobs/s, then 200 ms measured: about 100 jobs are
+	// counted of about 600 enqueued (a stall of half a second still fits).
+	out, err = c.run("bench", "--rate", "500", "--duration", "200ms", "--warmup", "1s", "--no-progress", "--json")
 	require.NoError(t, err, out)
 	var steady steadyResult
 	require.NoError(t, json.Unmarshal([]byte(out[bytes.IndexByte([]byte(out), '{'):]), &steady), out)
 	require.Positive(t, steady.Jobs)
+	require.Less(t, steady.Jobs, 350, "the warm-up's jobs are not counted")
+	require.Equal(t, 1.0, steady.WarmupS)
+	require.Positive(t, steady.WholeRunP99MS)
 	require.GreaterOrEqual(t, steady.AvgClaim, 1.0, "every job was claimed by some call")
 	require.GreaterOrEqual(t, steady.AvgComplete, 1.0)
 	require.GreaterOrEqual(t, steady.CommitP99MS, steady.CommitP50MS, "commit-to-start found each job's enqueue")
@@ -115,4 +121,17 @@ func TestBenchCommitToStartPairsJobsByID(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2.0, p50)
 	require.Equal(t, 2.0, p99, "p99 of three is the second (nearest rank below)")
+}
+
+// A steady-state bench with a bad rate, duration or warm-up exits with one line before
+// it connects.
+func TestBenchRejectsBadSteadyFlags(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"--rate", "-1"}, {"--rate", "2000000"}, {"--rate", "100", "--duration", "0s"},
+		{"--rate", "100", "--warmup", "-1s"}, {"--rate", "100", "--warmup", "2h"},
+	} {
+		code, stderr := stderrOf(append([]string{"bench", "--database-url", "postgres://127.0.0.1:1/none"}, args...)...)
+		requireOneLineError(t, code, stderr, "--rate must be 0 to 1000000 jobs/s, --duration positive and --warmup 0 to 1h")
+	}
 }
