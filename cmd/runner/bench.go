@@ -156,6 +156,10 @@ The bench queue's rows are deleted afterwards unless --keep is given.`,
 				fmt.Fprintf(out, "commit to start p50 %.2f ms, p99 %.2f ms, p999 %.2f ms (from each enqueue's acknowledged commit: the runner's part)\n",
 					res.CommitP50MS, res.CommitP99MS, res.CommitP999MS)
 				fmt.Fprintf(out, "round trips     %.0f jobs per claim, %.0f per completion call\n", res.AvgClaim, res.AvgComplete)
+				if res.HostCPUBusy >= 0 {
+					fmt.Fprintf(out, "host CPU        %.0f%% busy while measured (the enqueuer and the runner, and the server if it runs here)\n",
+						100*res.HostCPUBusy)
+				}
 				fmt.Fprintln(out, checkpointNote(res.Checkpoints))
 				return nil
 			}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"runtime"
 	"testing"
 	"time"
 
@@ -74,6 +75,9 @@ func TestBenchReportsCheckpoints(t *testing.T) {
 	require.Contains(t, out, "checkpoints     ")
 	require.Contains(t, out, "round trips     ")
 	require.Contains(t, out, "warm-up         0s not counted")
+	if runtime.GOOS == "linux" {
+		require.Contains(t, out, "host CPU        ")
+	}
 
 	// A second of warm-up at 500 jobs/s, then 200 ms measured: about 100 jobs are
 	// counted of about 600 enqueued (a stall of half a second still fits).
@@ -85,6 +89,9 @@ func TestBenchReportsCheckpoints(t *testing.T) {
 	require.Less(t, steady.Jobs, 350, "the warm-up's jobs are not counted")
 	require.Equal(t, 1.0, steady.WarmupS)
 	require.Positive(t, steady.WholeRunP99MS)
+	if runtime.GOOS == "linux" {
+		require.True(t, steady.HostCPUBusy > 0 && steady.HostCPUBusy <= 1, "host busy %v", steady.HostCPUBusy)
+	}
 	require.GreaterOrEqual(t, steady.AvgClaim, 1.0, "every job was claimed by some call")
 	require.GreaterOrEqual(t, steady.AvgComplete, 1.0)
 	require.GreaterOrEqual(t, steady.CommitP99MS, steady.CommitP50MS, "commit-to-start found each job's enqueue")

@@ -51,6 +51,9 @@ type steadyResult struct {
 	// calls share.
 	AvgClaim    float64 `json:"avg_claim"`
 	AvgComplete float64 `json:"avg_complete"`
+	// HostCPUBusy is the fraction of this host's processor time that was busy while
+	// the measured part enqueued (bench_cpu.go), -1 where it is not known.
+	HostCPUBusy float64 `json:"host_cpu_busy"`
 	// Checkpoints is how many checkpoints the server started during the run (-1: not
 	// known); the run starts from a fresh one (bench_checkpoint.go).
 	Checkpoints int64 `json:"checkpoints"`
@@ -120,6 +123,7 @@ func benchSteady(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, o 
 		measured  time.Time // when the measured part began (zero: still warming up)
 		firstID   int64     // the first measured job
 		before    runner.Stats
+		cpu       cpuSample
 	)
 	tick := time.NewTicker(steadyTick)
 	defer tick.Stop()
@@ -143,7 +147,7 @@ func benchSteady(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, o 
 			if began.Sub(start) < o.Warmup {
 				continue
 			}
-			measured, firstID, before = began, jobs[0].ID, r.Stats()
+			measured, firstID, before, cpu = began, jobs[0].ID, r.Stats(), readCPU()
 		}
 		took = append(took, done.Sub(began))
 		for _, j := range jobs {
@@ -155,6 +159,7 @@ func benchSteady(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, o 
 		return nil, fmt.Errorf("nothing was enqueued after the warm-up: raise --rate or --duration")
 	}
 	res.EnqueuedPerSec = float64(res.Jobs) / time.Since(measured).Seconds()
+	res.HostCPUBusy = busyBetween(cpu, readCPU())
 	slices.Sort(took)
 	res.EnqueueP50MS, res.EnqueueP99MS = quantileMS(took, 0.50), quantileMS(took, 0.99)
 	if _, err := waitCompleted(ctx, func() int64 { return r.Stats().Completed }, int64(sent)); err != nil {
