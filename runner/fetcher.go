@@ -45,6 +45,9 @@ type fetcher struct {
 	runTime ewma // a job's time in its slot
 	// shared is set while other live workers serve this queue (see maxInflight).
 	shared atomic.Bool
+	// rateLimited is set while the queue has a rate limit (see slotsFreed), and until
+	// a look (peersLoop) has said whether it has one.
+	rateLimited atomic.Bool
 	// yield is how many jobs the last claim brought: the next claim's rows are
 	// scanned into an array sized for about twice that (capped at what it asks for),
 	// so that a queue with little due does not allocate room for a full claim.
@@ -92,13 +95,15 @@ type claimed struct {
 }
 
 func newFetcher(r *Runner, queue string, slots int) *fetcher {
-	return &fetcher{
+	f := &fetcher{
 		r:       r,
 		queue:   queue,
 		slots:   slots,
 		wakeCh:  make(chan struct{}, 1),
 		freedCh: make(chan struct{}, 1),
 	}
+	f.rateLimited.Store(true) // until a look says
+	return f
 }
 
 func (f *fetcher) wake() {
@@ -244,7 +249,17 @@ func (f *fetcher) slotsFreed() {
 	f.ranSum, f.ranN = 0, 0
 	f.readyMu.Unlock()
 	if n > 0 {
-		f.drained = false // a job that finished may make room under the queue's limits
+		// A drained fetcher of a rate-limited queue asks again as its jobs finish: a
+		// claim held back by the rate limit finds room as time passes, which nothing
+		// announces. Room under max_running or concurrency_limit is announced, once
+		// the completion that made it has committed (pgrun.jobs_room_made); asking
+		// at once would only count the finished job as still running. A queue with
+		// no limit has nothing more for this runner until a notification or the
+		// poll: asking again came back empty, every other claim at a steady trickle
+		// (docs/benchmarks.md, sixth pass).
+		if f.rateLimited.Load() {
+			f.drained = false
+		}
 		// One sample per job, as if added one by one (at most 64: older ones weigh little).
 		f.runTime.addN((sum / time.Duration(n)).Seconds(), min(n, 64))
 	}

@@ -20,8 +20,9 @@ const (
 	peersQuickLooks = 5
 )
 
-// peersLoop keeps each fetcher's shared flag (see maxInflight) up to date. A failed
-// look leaves the flags as they were: they only tune how many claims are in flight.
+// peersLoop keeps each fetcher's shared flag (see maxInflight) and rateLimited flag
+// (see slotsFreed) up to date. A failed look leaves the flags as they were: they only tune
+// how many claims are in flight and when a fetcher asks again.
 func (r *Runner) peersLoop(ctx context.Context) {
 	for looks := 1; ; looks++ {
 		r.lookForPeers(ctx)
@@ -39,14 +40,17 @@ func (r *Runner) peersLoop(ctx context.Context) {
 	}
 }
 
-// lookForPeers reads the peers of every queue this runner serves once.
+// lookForPeers reads the peers and the rate limits of every queue this runner serves
+// once.
 func (r *Runner) lookForPeers(ctx context.Context) {
 	rows, err := r.pool.Query(ctx, sqlapi.QueuePeers, r.cfg.WorkerID, r.queueNames())
 	if err == nil {
 		var queue string
 		var peers int32
-		_, err = pgx.ForEachRow(rows, []any{&queue, &peers}, func() error {
+		var limited bool
+		_, err = pgx.ForEachRow(rows, []any{&queue, &peers, &limited}, func() error {
 			r.setShared(queue, peers > 0)
+			r.setRateLimited(queue, limited)
 			return nil
 		})
 	}
@@ -65,5 +69,19 @@ func (r *Runner) setShared(queue string, shared bool) {
 	r.shared[queue] = shared
 	if f := r.fetchers[queue]; f != nil {
 		f.shared.Store(shared)
+	}
+}
+
+// setRateLimited records whether queue has a rate limit, for its fetcher now or when
+// it starts. Until a look says otherwise a queue counts as rate-limited.
+func (r *Runner) setRateLimited(queue string, limited bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.rateLimited == nil {
+		r.rateLimited = map[string]bool{}
+	}
+	r.rateLimited[queue] = limited
+	if f := r.fetchers[queue]; f != nil {
+		f.rateLimited.Store(limited)
 	}
 }

@@ -1,6 +1,9 @@
 package runner
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // A fetcher keeps two claims in flight while it serves its queue alone and one while
 // the queue has peers (pgrun.queue_peers); what a look finds before the fetcher
@@ -23,5 +26,44 @@ func TestFetcherKeepsOneClaimInFlightWithPeers(t *testing.T) {
 	r.setShared("a", false)
 	if got := f.inflightLimit(); got != maxInflight {
 		t.Fatalf("peers gone: %d claims in flight, want %d", got, maxInflight)
+	}
+}
+
+// A drained fetcher asks again as its jobs finish only while its queue may have a
+// rate limit (until a look says, it may): room under max_running or
+// concurrency_limit is announced by pgrun.jobs_room_made once the completion commits,
+// and a queue without limits has nothing more until it is woken.
+func TestFinishedJobsUndrainOnlyARateLimitedQueue(t *testing.T) {
+	r := newRunner(nil, Config{Queues: map[string]QueueConfig{"a": {Workers: 4}}})
+	f := newFetcher(r, "a", 4)
+	r.fetchers["a"] = f
+	finish := func() {
+		t.Helper()
+		f.took(claimed{wakes: f.wakes, asked: 4}) // short, with no wake-up since: drained
+		if !f.drained {
+			t.Fatal("a short claim with no wake-up since did not drain the fetcher")
+		}
+		f.busy = 1
+		f.freed(time.Millisecond)
+		f.slotsFreed()
+	}
+	finish()
+	if f.drained {
+		t.Fatal("before any look, a finished job did not bring another claim")
+	}
+	r.setRateLimited("a", false)
+	finish()
+	if !f.drained {
+		t.Fatal("a queue without a rate limit asked again when a job finished")
+	}
+	r.setRateLimited("a", true)
+	finish()
+	if f.drained {
+		t.Fatal("a rate-limited queue did not ask again when a job finished")
+	}
+	// What a look found before the fetcher started is kept for it.
+	r.setRateLimited("b", false)
+	if limited, ok := r.rateLimited["b"]; !ok || limited {
+		t.Fatal("a queue's rate limit found before its fetcher started was forgotten")
 	}
 }

@@ -204,3 +204,69 @@ func TestQueueDefaultLease(t *testing.T) {
 	_, err := b.Pool.Exec(b.Ctx, `select pgrun.set_queue('long', default_lease => '5 seconds')`)
 	require.ErrorContains(t, err, "too short")
 }
+
+// When jobs of a queue with max_running or concurrency_limit leave running, the
+// queue's claimers are woken once the statement that made the room commits (a claim
+// before that would still count the jobs): a completion, a failure sent back to the
+// queue, an ephemeral queue's completion, which deletes. A queue without such a limit
+// wakes nobody when its jobs finish, and neither does a claim, a lease renewal or a
+// completion rolled back.
+func TestRoomUnderALimitWakesTheQueuesClaimers(t *testing.T) {
+	b := testkit.Setup(t)
+	for _, q := range []string{
+		`select pgrun.set_queue('plain')`,
+		`select pgrun.set_queue('limited', max_running => 1)`,
+		`select pgrun.set_queue('keyed', concurrency_limit => 1)`,
+		`select pgrun.set_queue('gone', max_running => 1, ephemeral => true)`,
+	} {
+		_, err := b.Pool.Exec(b.Ctx, q)
+		require.NoError(t, err)
+	}
+	claimed := map[string]*pgrun.Job{}
+	for _, q := range []string{"plain", "limited", "keyed", "gone"} {
+		_, err := pgrun.Enqueue(b.Ctx, b.Pool, "noop", nil, pgrun.Queue(q), pgrun.ConcurrencyKey("key-of-"+q))
+		require.NoError(t, err)
+		var j pgrun.Job
+		require.NoError(t, b.Pool.QueryRow(b.Ctx, `select id, attempt from pgrun.claim_jobs($1, 'w', 1)`, q).Scan(&j.ID, &j.Attempt), q)
+		claimed[q] = &j
+	}
+	l := listener(t, b) // from here on: the enqueues' wake-ups were sent before it listened
+	woken := func(what string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(b.Ctx, 5*time.Second)
+		defer cancel()
+		n, err := l.WaitForNotification(ctx)
+		require.NoError(t, err, what)
+		return n.Payload
+	}
+	complete := `select count(*) from pgrun.complete_jobs(array[$1::bigint], array[$2::int], null, 'w')`
+
+	_, err := b.Pool.Exec(b.Ctx, `select pgrun.renew_leases('w')`)
+	require.NoError(t, err)
+	tx, err := b.Pool.Begin(b.Ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(b.Ctx, complete, claimed["limited"].ID, claimed["limited"].Attempt)
+	require.NoError(t, err)
+	require.NoError(t, tx.Rollback(b.Ctx))
+	_, err = b.Pool.Exec(b.Ctx, complete, claimed["plain"].ID, claimed["plain"].Attempt)
+	require.NoError(t, err)
+	require.True(t, quietFor(t, l, 300*time.Millisecond),
+		"a lease renewal, a completion rolled back or one in a queue without limits woke a claimer")
+
+	_, err = b.Pool.Exec(b.Ctx, complete, claimed["limited"].ID, claimed["limited"].Attempt)
+	require.NoError(t, err)
+	require.Equal(t, "limited", woken("a completion under max_running"))
+
+	_, err = b.Pool.Exec(b.Ctx, `select pgrun.fail_job($1, $2, '{"message": "again"}', true, 'w')`,
+		claimed["keyed"].ID, claimed["keyed"].Attempt)
+	require.NoError(t, err)
+	require.Equal(t, "keyed", woken("a failure sent back under concurrency_limit"))
+
+	_, err = b.Pool.Exec(b.Ctx, complete, claimed["gone"].ID, claimed["gone"].Attempt)
+	require.NoError(t, err)
+	require.Equal(t, "gone", woken("an ephemeral queue's completion under max_running"))
+	var left int
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.jobs where queue = 'gone'`).Scan(&left))
+	require.Zero(t, left, "the ephemeral job was deleted")
+	require.True(t, quietFor(t, l, 300*time.Millisecond), "one wake-up per queue and statement")
+}

@@ -10,6 +10,9 @@ const ListWorkers = `select id, host, pid, state, queues, models, version, start
 // $10 handled kinds.
 const WorkerHeartbeat = `select pgrun.worker_heartbeat($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
 
-// QueuePeers counts, per queue, the other live workers that serve it: $1 worker id,
-// $2 queues.
-const QueuePeers = `select queue, peers from pgrun.queue_peers($1, $2)`
+// QueuePeers counts, per queue, the other live workers that serve it, and says
+// whether the queue has a rate limit (a claim held back by one finds room as time
+// passes, not as jobs finish; see pgrun.jobs_room_made): $1 worker id, $2 queues. A
+// queue with no row in pgrun.queues has none.
+const QueuePeers = `select p.queue, p.peers, coalesce(q.rate_limit is not null, false)
+from pgrun.queue_peers($1, $2) p left join pgrun.queues q on q.name = p.queue`

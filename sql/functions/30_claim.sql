@@ -354,3 +354,51 @@ set search_path = pgrun, pg_catalog
 as $$
   select * from pgrun.claim_jobs(queue, worker, 1, lease, null, kinds)
 $$;
+
+-- jobs_room_made wakes the claimers of a queue with max_running or concurrency_limit
+-- when an UPDATE statement takes some of its jobs out of running (completed, failed,
+-- cancelled, put back, reclaimed): one notification per queue and statement, sent at
+-- commit, when the room is there to claim. Without it a runner whose claim came back
+-- short at the limit asked again only at its next poll (a second by default): it
+-- cannot ask when its own job finishes, since the claim would run before the
+-- completion commits and still count the job, and it hears nothing of its peers'
+-- completions. A statement that moved nothing out of running, or a database with no
+-- such queue, costs one look at the small queues table. (A rate limit makes room as
+-- time passes, not as jobs finish: its claimers keep asking as their own jobs finish,
+-- runner/fetcher.go.) The ephemeral queues' completions delete instead; complete_jobs
+-- wakes their claimers itself.
+create or replace function pgrun.jobs_room_made()
+returns trigger
+language plpgsql
+set search_path = pgrun, pg_catalog
+as $$
+declare
+  q text;
+begin
+  if not exists (select 1 from pgrun.queues x where x.max_running is not null or x.concurrency_limit is not null) then
+    return null;
+  end if;
+  for q in
+    -- Not running now, and claimed once (claimed_by is never cleared): mostly jobs
+    -- this statement took out of running; a redrive of a failed job also passes,
+    -- and costs a claim that finds the limit as it was.
+    select distinct n.queue from left_new n
+    where n.status <> 'running' and n.claimed_by is not null
+      and exists (select 1 from pgrun.queues x where x.name = n.queue
+                  and (x.max_running is not null or x.concurrency_limit is not null))
+  loop
+    perform pg_notify('pgrun_jobs', q);
+  end loop;
+  return null;
+end;
+$$;
+
+-- Per statement, as jobs_dispatch, whose transition table it shares (PostgreSQL keeps
+-- one per table and event for all the statement's triggers).
+select pgrun.ensure_ddl('trigger', 'jobs_room_made', 'pgrun.jobs', $ddl$
+create or replace trigger jobs_room_made
+  after update on pgrun.jobs
+  referencing new table as left_new
+  for each statement
+  execute function pgrun.jobs_room_made();
+$ddl$);

@@ -33,6 +33,7 @@ declare
   v_limit integer := pgrun.max_json_bytes();
   -- Once, not per row: a call of pgrun.clock() costs microseconds (see clock).
   v_now   timestamptz := pgrun.clock();
+  v_deleted integer;
 begin
   perform pgrun.check_reporter(worker);
   if ids is null then
@@ -70,6 +71,13 @@ begin
        and q.name = j.queue and q.ephemeral and j.parent_id is null and j.run_id is null
      returning j.id'
     using ids, attempts, results, claim_ids, worker, v_limit;
+    get diagnostics v_deleted = row_count;
+    -- Deleted, not updated: jobs_room_made (30_claim.sql) does not see these jobs
+    -- leave running, so their queue's claimers are woken here if it has a limit.
+    if v_deleted > 0 then
+      perform pg_notify('pgrun_jobs', q.name) from pgrun.queues q
+      where q.ephemeral and (q.max_running is not null or q.concurrency_limit is not null);
+    end if;
   end if;
   -- The expected status and worker come in as columns of the unnested batch (r.status,
   -- r.worker), not as constants: compared with constants they are restrictions on

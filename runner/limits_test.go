@@ -1,0 +1,58 @@
+package runner_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/testkit"
+	"github.com/pgrun/pgrun/runner"
+)
+
+// A job that finishes brings another claim only where it may make room. In a queue
+// without limits the claim after a finished job came back empty: at a trickle of
+// jobs, every other claim. Under max_running the room is announced when the
+// completion commits (pgrun.jobs_room_made); before, a claim sent as the job finished
+// counted it as still running, came back empty, and the queue waited for the poll.
+// With no poll, only notifications wake the runner here, so the claims counted are
+// the ones the jobs and the finishes caused.
+func TestFinishedJobsBringAClaimOnlyUnderALimit(t *testing.T) {
+	b := testkit.Setup(t)
+	_, err := b.Pool.Exec(b.Ctx, `select pgrun.set_queue('limited', max_running => 1)`)
+	require.NoError(t, err)
+	r := testkit.NewRunner(b.Pool, runner.Config{
+		Queues:       map[string]runner.QueueConfig{"trickle": {Workers: 4}, "limited": {Workers: 4}},
+		PollInterval: time.Hour, MaintenanceInterval: -1,
+	})
+	testkit.StartRunner(t, r)
+
+	// One job at a time into the queue without limits: a claim each.
+	const n = 30
+	for range n {
+		j, err := pgrun.Enqueue(b.Ctx, b.Pool, "noop", nil, pgrun.Queue("trickle"))
+		require.NoError(t, err)
+		testkit.Eventually(t, 10*time.Second, "job to succeed", func() bool {
+			return testkit.JobStatus(t, b, j.ID) == pgrun.StatusSucceeded
+		})
+	}
+	st := r.Stats()
+	require.EqualValues(t, n, st.Claimed)
+	require.Less(t, st.ClaimCalls, int64(n+n/4), "claims for %d jobs enqueued one at a time (each finish asked again: about %d)", n, 2*n)
+
+	// Under max_running 1, with no poll, the runner moves on only because its jobs
+	// finish: five jobs enqueued at once, one notification, all run.
+	specs := make([]pgrun.JobSpec, 5)
+	for i := range specs {
+		specs[i] = pgrun.JobSpec{Kind: "noop", Queue: "limited"}
+	}
+	_, err = pgrun.EnqueueMany(b.Ctx, b.Pool, specs)
+	require.NoError(t, err)
+	testkit.Eventually(t, 20*time.Second, "the limited queue's jobs to succeed", func() bool {
+		var left int
+		require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.jobs where queue = 'limited'
+			and status <> 'succeeded'`).Scan(&left))
+		return left == 0
+	})
+}
