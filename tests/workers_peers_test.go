@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgrun/pgrun/internal/sqlapi"
 	"github.com/pgrun/pgrun/internal/testkit"
 )
 
@@ -46,6 +47,8 @@ func TestQueuePeersForTheWorkerRoleAndBadInput(t *testing.T) {
 	b := testkit.Setup(t)
 	p := testkit.AsRole(t, b, "pgrun_worker")
 	testkit.Allowed(t, b, p, `select * from pgrun.queue_peers('w', array['a'])`)
+	// The runner's own look, which also reads each queue's rate limit.
+	testkit.Allowed(t, b, p, sqlapi.QueuePeers, "w", []string{"a"})
 	testkit.Refused(t, b, p, "22023", `select * from pgrun.queue_peers('w', null)`)
 	testkit.Refused(t, b, p, "22023", `select * from pgrun.queue_peers('w', array_fill('q'::text, array[1001]))`)
 	testkit.Refused(t, b, p, "22023", `select * from pgrun.queue_peers('', array['a'])`)
