@@ -20,9 +20,9 @@ const (
 	peersQuickLooks = 5
 )
 
-// peersLoop keeps each fetcher's shared flag (see maxInflight) and rateLimited flag
-// (see slotsFreed) up to date. A failed look leaves the flags as they were: they only tune
-// how many claims are in flight and when a fetcher asks again.
+// peersLoop keeps what each fetcher knows of its queue (queueLook) up to date. A
+// failed look leaves it as it was: it only tunes how many claims are in flight and
+// when a fetcher asks again.
 func (r *Runner) peersLoop(ctx context.Context) {
 	for looks := 1; ; looks++ {
 		r.lookForPeers(ctx)
@@ -40,7 +40,13 @@ func (r *Runner) peersLoop(ctx context.Context) {
 	}
 }
 
-// lookForPeers reads the peers and the rate limits of every queue this runner serves
+// queueLook is what a look found of one queue.
+type queueLook struct {
+	shared      bool // other live workers serve it (see maxInflight)
+	rateLimited bool // it has a rate limit (see fetcher.slotsFreed)
+}
+
+// lookForPeers reads the peers and the rate limit of every queue this runner serves,
 // once.
 func (r *Runner) lookForPeers(ctx context.Context) {
 	rows, err := r.pool.Query(ctx, sqlapi.QueuePeers, r.cfg.WorkerID, r.queueNames())
@@ -49,8 +55,7 @@ func (r *Runner) lookForPeers(ctx context.Context) {
 		var peers int32
 		var limited bool
 		_, err = pgx.ForEachRow(rows, []any{&queue, &peers, &limited}, func() error {
-			r.setShared(queue, peers > 0)
-			r.setRateLimited(queue, limited)
+			r.looked(queue, queueLook{shared: peers > 0, rateLimited: limited})
 			return nil
 		})
 	}
@@ -59,29 +64,21 @@ func (r *Runner) lookForPeers(ctx context.Context) {
 	}
 }
 
-// setShared records whether queue has peers, for its fetcher now or when it starts.
-func (r *Runner) setShared(queue string, shared bool) {
+// looked records what a look found of queue, for its fetcher now or when it starts.
+func (r *Runner) looked(queue string, l queueLook) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.shared == nil {
-		r.shared = map[string]bool{}
+	if r.looks == nil {
+		r.looks = map[string]queueLook{}
 	}
-	r.shared[queue] = shared
+	r.looks[queue] = l
 	if f := r.fetchers[queue]; f != nil {
-		f.shared.Store(shared)
+		f.apply(l)
 	}
 }
 
-// setRateLimited records whether queue has a rate limit, for its fetcher now or when
-// it starts. Until a look says otherwise a queue counts as rate-limited.
-func (r *Runner) setRateLimited(queue string, limited bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.rateLimited == nil {
-		r.rateLimited = map[string]bool{}
-	}
-	r.rateLimited[queue] = limited
-	if f := r.fetchers[queue]; f != nil {
-		f.rateLimited.Store(limited)
-	}
+// apply takes what a look found of the fetcher's queue.
+func (f *fetcher) apply(l queueLook) {
+	f.shared.Store(l.shared)
+	f.rateLimited.Store(l.rateLimited)
 }

@@ -14,16 +14,16 @@ func TestFetcherKeepsOneClaimInFlightWithPeers(t *testing.T) {
 	if got := f.inflightLimit(); got != maxInflight {
 		t.Fatalf("alone: %d claims in flight, want %d", got, maxInflight)
 	}
-	r.setShared("a", true) // no fetcher yet: remembered
-	if !r.shared["a"] {
+	r.looked("a", queueLook{shared: true}) // no fetcher yet: remembered
+	if !r.looks["a"].shared {
 		t.Fatal("a queue's peers found before its fetcher started were forgotten")
 	}
 	r.fetchers["a"] = f
-	r.setShared("a", true)
+	r.looked("a", queueLook{shared: true})
 	if got := f.inflightLimit(); got != 1 {
 		t.Fatalf("with peers: %d claims in flight, want 1", got)
 	}
-	r.setShared("a", false)
+	r.looked("a", queueLook{})
 	if got := f.inflightLimit(); got != maxInflight {
 		t.Fatalf("peers gone: %d claims in flight, want %d", got, maxInflight)
 	}
@@ -51,19 +51,19 @@ func TestFinishedJobsUndrainOnlyARateLimitedQueue(t *testing.T) {
 	if f.drained {
 		t.Fatal("before any look, a finished job did not bring another claim")
 	}
-	r.setRateLimited("a", false)
+	r.looked("a", queueLook{rateLimited: false})
 	finish()
 	if !f.drained {
 		t.Fatal("a queue without a rate limit asked again when a job finished")
 	}
-	r.setRateLimited("a", true)
+	r.looked("a", queueLook{rateLimited: true})
 	finish()
 	if f.drained {
 		t.Fatal("a rate-limited queue did not ask again when a job finished")
 	}
 	// What a look found before the fetcher started is kept for it.
-	r.setRateLimited("b", false)
-	if limited, ok := r.rateLimited["b"]; !ok || limited {
+	r.looked("b", queueLook{rateLimited: false})
+	if l, ok := r.looks["b"]; !ok || l.rateLimited {
 		t.Fatal("a queue's rate limit found before its fetcher started was forgotten")
 	}
 }

@@ -155,9 +155,9 @@ type Runner struct {
 	kinds    []string // sorted keys of handlers
 	running  map[int64]*execution
 	fetchers map[string]*fetcher
-	// shared and rateLimited record which queues have peers and which a rate limit
-	// (peers.go), for fetchers yet to start.
-	shared, rateLimited map[string]bool
+	// looks records what the last look found of each queue (peers.go), for fetchers
+	// yet to start.
+	looks map[string]queueLook
 	// cancelled remembers confirmed cancellations of jobs not running here (yet): a
 	// job claimed just before its cancellation must not start when it arrives.
 	cancelled map[cancelKey]time.Time
@@ -450,9 +450,8 @@ func (r *Runner) Run(ctx context.Context) error {
 		f := newFetcher(r, name, slots)
 		r.mu.Lock()
 		r.fetchers[name] = f
-		f.shared.Store(r.shared[name])
-		if limited, ok := r.rateLimited[name]; ok {
-			f.rateLimited.Store(limited)
+		if l, ok := r.looks[name]; ok {
+			f.apply(l)
 		}
 		r.mu.Unlock()
 		claiming.Go(func() error { f.run(cctx); return nil })
