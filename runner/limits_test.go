@@ -56,3 +56,41 @@ func TestFinishedJobsBringAClaimOnlyUnderALimit(t *testing.T) {
 		return left == 0
 	})
 }
+
+// A rate-limited queue whose jobs are done before their window ends is asked again
+// within the window's quarter, not at the next poll (here never): its window's end is
+// announced by nothing. Five starts per 100 ms, twenty jobs enqueued at once, no poll.
+func TestRateLimitedQueueMovesOnWithoutThePoll(t *testing.T) {
+	b := testkit.Setup(t)
+	_, err := b.Pool.Exec(b.Ctx, `select pgrun.set_queue('rated', rate_limit => 5, rate_period => '100 milliseconds')`)
+	require.NoError(t, err)
+	r := testkit.NewRunner(b.Pool, runner.Config{
+		Queues:       map[string]runner.QueueConfig{"rated": {Workers: 4}},
+		PollInterval: time.Hour, MaintenanceInterval: -1,
+	})
+	testkit.StartRunner(t, r)
+	specs := make([]pgrun.JobSpec, 20)
+	for i := range specs {
+		specs[i] = pgrun.JobSpec{Kind: "noop", Queue: "rated"}
+	}
+	_, err = pgrun.EnqueueMany(b.Ctx, b.Pool, specs)
+	require.NoError(t, err)
+	testkit.Eventually(t, 30*time.Second, "the rate-limited queue's jobs to succeed", func() bool {
+		var left int
+		require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.jobs where queue = 'rated'
+			and status <> 'succeeded'`).Scan(&left))
+		return left == 0
+	})
+	// The limit held. Its windows begin at the first claim after the previous one
+	// ended, so the first 100 ms hold at most five starts, and any 100 ms, which
+	// touches at most two windows, at most ten.
+	var first, most int
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select
+		(select count(*) from pgrun.jobs o where o.queue = 'rated'
+		   and o.started_at < (select min(started_at) from pgrun.jobs where queue = 'rated') + interval '100 milliseconds'),
+		(select max((select count(*) from pgrun.jobs o where o.queue = 'rated'
+		   and o.started_at >= j.started_at and o.started_at < j.started_at + interval '100 milliseconds'))
+		 from pgrun.jobs j where j.queue = 'rated')`).Scan(&first, &most))
+	require.LessOrEqual(t, first, 5)
+	require.LessOrEqual(t, most, 10)
+}

@@ -42,8 +42,9 @@ func (r *Runner) peersLoop(ctx context.Context) {
 
 // queueLook is what a look found of one queue.
 type queueLook struct {
-	shared      bool // other live workers serve it (see maxInflight)
-	rateLimited bool // it has a rate limit (see fetcher.slotsFreed)
+	shared      bool          // other live workers serve it (see maxInflight)
+	rateLimited bool          // it has a rate limit (see fetcher.slotsFreed)
+	ratePeriod  time.Duration // the rate limit's window (see fetcher.rateRetry)
 }
 
 // lookForPeers reads the peers and the rate limit of every queue this runner serves,
@@ -54,8 +55,9 @@ func (r *Runner) lookForPeers(ctx context.Context) {
 		var queue string
 		var peers int32
 		var limited bool
-		_, err = pgx.ForEachRow(rows, []any{&queue, &peers, &limited}, func() error {
-			r.looked(queue, queueLook{shared: peers > 0, rateLimited: limited})
+		var periodUS int64
+		_, err = pgx.ForEachRow(rows, []any{&queue, &peers, &limited, &periodUS}, func() error {
+			r.looked(queue, queueLook{shared: peers > 0, rateLimited: limited, ratePeriod: time.Duration(periodUS) * time.Microsecond})
 			return nil
 		})
 	}
@@ -77,8 +79,16 @@ func (r *Runner) looked(queue string, l queueLook) {
 	}
 }
 
-// apply takes what a look found of the fetcher's queue.
+// apply takes what a look found of the fetcher's queue. A rate limit found or
+// changed wakes the fetcher, so that a drained one takes up its retries (rateRetry).
 func (f *fetcher) apply(l queueLook) {
 	f.shared.Store(l.shared)
-	f.rateLimited.Store(l.rateLimited)
+	was := f.rateLimited.Swap(l.rateLimited)
+	period := time.Duration(0)
+	if l.rateLimited {
+		period = l.ratePeriod
+	}
+	if old := time.Duration(f.ratePeriod.Swap(int64(period))); l.rateLimited && (!was || old != period) {
+		f.wake()
+	}
 }

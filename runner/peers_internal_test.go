@@ -67,3 +67,42 @@ func TestFinishedJobsUndrainOnlyARateLimitedQueue(t *testing.T) {
 		t.Fatal("a queue's rate limit found before its fetcher started was forgotten")
 	}
 }
+
+// A drained fetcher of a rate-limited queue retries within a quarter of the limit's
+// window (at least rateRetryMin, at most the poll), for two windows after a claim
+// last brought jobs; with no limit, no period read yet or nothing brought lately,
+// never.
+func TestRateRetryFollowsTheWindow(t *testing.T) {
+	r := newRunner(nil, Config{Queues: map[string]QueueConfig{"a": {Workers: 4}}, PollInterval: time.Second})
+	f := newFetcher(r, "a", 4)
+	r.fetchers["a"] = f
+	if got := f.rateRetry(); got != 0 {
+		t.Fatalf("before a look: retry %s, want none", got)
+	}
+	f.gotAt = time.Now()
+	for period, want := range map[time.Duration]time.Duration{
+		100 * time.Millisecond: 25 * time.Millisecond,
+		time.Millisecond:       rateRetryMin,
+		time.Hour:              time.Second, // the poll
+	} {
+		r.looked("a", queueLook{rateLimited: true, ratePeriod: period})
+		if got := f.rateRetry(); got != want {
+			t.Fatalf("window %s: retry %s, want %s", period, got, want)
+		}
+	}
+	r.looked("a", queueLook{rateLimited: true, ratePeriod: 100 * time.Millisecond})
+	f.gotAt = time.Now().Add(-time.Second)
+	if got := f.rateRetry(); got != 0 {
+		t.Fatalf("nothing brought for ten windows: retry %s, want none", got)
+	}
+	f.gotAt = time.Now()
+	r.looked("a", queueLook{ratePeriod: 100 * time.Millisecond})
+	if got := f.rateRetry(); got != 0 {
+		t.Fatalf("no rate limit: retry %s, want none", got)
+	}
+	select {
+	case <-f.wakeCh:
+	default:
+		t.Fatal("a rate limit found by a look did not wake the fetcher")
+	}
+}

@@ -11,8 +11,10 @@ const ListWorkers = `select id, host, pid, state, queues, models, version, start
 const WorkerHeartbeat = `select pgrun.worker_heartbeat($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
 
 // QueuePeers counts, per queue, the other live workers that serve it, and says
-// whether the queue has a rate limit (a claim held back by one finds room as time
-// passes, not as jobs finish; see pgrun.jobs_room_made): $1 worker id, $2 queues. A
-// queue with no row in pgrun.queues has none.
-const QueuePeers = `select p.queue, p.peers, coalesce(q.rate_limit is not null, false)
+// whether the queue has a rate limit and its period in microseconds (a claim held
+// back by one finds room as time passes, not as jobs finish; see
+// pgrun.jobs_room_made): $1 worker id, $2 queues. A queue with no row in
+// pgrun.queues has none. The period's default is claim_jobs' (30_claim.sql).
+const QueuePeers = `select p.queue, p.peers, coalesce(q.rate_limit is not null, false),
+       coalesce((extract(epoch from coalesce(q.rate_period, interval '1 second')) * 1000000)::bigint, 0)
 from pgrun.queue_peers($1, $2) p left join pgrun.queues q on q.name = p.queue`
