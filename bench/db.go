@@ -146,9 +146,10 @@ func (c *counter) lastMS() float64 { return float64(c.last.Load()) / 1e6 }
 // waitDrained waits until the database reports no job left to run (left returns 0
 // exactly when no job is queued or running, and a count that falls as they finish).
 // The handlers count what they ran in count; while that is short of n the database
-// is not asked at all, and progress and stalls are read off the handlers' count, so that the harness takes nothing from the
-// engine it measures (a count of a million-job backlog once a second was a parallel
-// sequential scan of 100 ms, up to a tenth of this machine's two cores). Once every
+// is not asked at all, and progress and stalls are read off the handlers' count, so
+// that the harness takes nothing from the engine it measures (a count of a
+// million-job backlog once a second was a parallel sequential scan of 100 ms, up to
+// a tenth of this machine's two cores). Once every
 // handler has run, it asks every 10 ms, so that the end is timed to within 10 ms. It
 // is the same for both engines: a job counts as done when its completion is
 // committed, not when its handler returns. It fails when neither count moves for

@@ -47,11 +47,9 @@ type fetcher struct {
 	runTime ewma // a job's time in its slot
 	// shared is set while other live workers serve this queue (see maxInflight).
 	shared atomic.Bool
-	// rateLimited is set while the queue has a rate limit (see slotsFreed), and until
-	// a look (peersLoop) has said whether it has one; ratePeriod is the limit's
-	// window once a look has read it (see rateRetry), else 0.
-	rateLimited atomic.Bool
-	ratePeriod  atomic.Int64
+	// ratePeriod is the window of the queue's rate limit as the last look
+	// (peersLoop) read it, 0 without one, and ratePeriodUnknown before any look.
+	ratePeriod atomic.Int64
 	// yield is how many jobs the last claim brought: the next claim's rows are
 	// scanned into an array sized for about twice that (capped at what it asks for),
 	// so that a queue with little due does not allocate room for a full claim.
@@ -106,9 +104,16 @@ func newFetcher(r *Runner, queue string, slots int) *fetcher {
 		wakeCh:  make(chan struct{}, 1),
 		freedCh: make(chan struct{}, 1),
 	}
-	f.rateLimited.Store(true) // until a look says
+	f.ratePeriod.Store(ratePeriodUnknown)
 	return f
 }
+
+// ratePeriodUnknown is a fetcher's ratePeriod until a look has read it: the queue
+// counts as rate-limited (slotsFreed) but is not retried (rateRetry).
+const ratePeriodUnknown = -1
+
+// rateLimited reports whether the queue has a rate limit, or may have (no look yet).
+func (f *fetcher) rateLimited() bool { return f.ratePeriod.Load() != 0 }
 
 func (f *fetcher) wake() {
 	select {
@@ -269,7 +274,7 @@ func (f *fetcher) slotsFreed() {
 		// no limit has nothing more for this runner until a notification or the
 		// poll: asking again came back empty, every other claim at a steady trickle
 		// (docs/benchmarks.md, sixth pass).
-		if f.rateLimited.Load() {
+		if f.rateLimited() {
 			f.drained = false
 		}
 		// One sample per job, as if added one by one (at most 64: older ones weigh little).
@@ -290,7 +295,7 @@ func (f *fetcher) slotsFreed() {
 // the poll.
 func (f *fetcher) rateRetry() time.Duration {
 	period := time.Duration(f.ratePeriod.Load())
-	if period <= 0 || !f.rateLimited.Load() || time.Since(f.gotAt) > 2*period {
+	if period <= 0 || time.Since(f.gotAt) > 2*period {
 		return 0
 	}
 	return min(max(period/4, rateRetryMin), f.r.cfg.PollInterval)

@@ -43,18 +43,7 @@ func TestFinishedJobsBringAClaimOnlyUnderALimit(t *testing.T) {
 
 	// Under max_running 1, with no poll, the runner moves on only because its jobs
 	// finish: five jobs enqueued at once, one notification, all run.
-	specs := make([]pgrun.JobSpec, 5)
-	for i := range specs {
-		specs[i] = pgrun.JobSpec{Kind: "noop", Queue: "limited"}
-	}
-	_, err = pgrun.EnqueueMany(b.Ctx, b.Pool, specs)
-	require.NoError(t, err)
-	testkit.Eventually(t, 20*time.Second, "the limited queue's jobs to succeed", func() bool {
-		var left int
-		require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.jobs where queue = 'limited'
-			and status <> 'succeeded'`).Scan(&left))
-		return left == 0
-	})
+	runAll(t, b, "limited", 5, 20*time.Second)
 }
 
 // A rate-limited queue whose jobs are done before their window ends is asked again
@@ -69,18 +58,7 @@ func TestRateLimitedQueueMovesOnWithoutThePoll(t *testing.T) {
 		PollInterval: time.Hour, MaintenanceInterval: -1,
 	})
 	testkit.StartRunner(t, r)
-	specs := make([]pgrun.JobSpec, 20)
-	for i := range specs {
-		specs[i] = pgrun.JobSpec{Kind: "noop", Queue: "rated"}
-	}
-	_, err = pgrun.EnqueueMany(b.Ctx, b.Pool, specs)
-	require.NoError(t, err)
-	testkit.Eventually(t, 30*time.Second, "the rate-limited queue's jobs to succeed", func() bool {
-		var left int
-		require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.jobs where queue = 'rated'
-			and status <> 'succeeded'`).Scan(&left))
-		return left == 0
-	})
+	runAll(t, b, "rated", 20, 30*time.Second)
 	// The limit held. Its windows begin at the first claim after the previous one
 	// ended, so the first 100 ms hold at most five starts, and any 100 ms, which
 	// touches at most two windows, at most ten.
@@ -93,4 +71,22 @@ func TestRateLimitedQueueMovesOnWithoutThePoll(t *testing.T) {
 		 from pgrun.jobs j where j.queue = 'rated')`).Scan(&first, &most))
 	require.LessOrEqual(t, first, 5)
 	require.LessOrEqual(t, most, 10)
+}
+
+// runAll enqueues n no-op jobs into queue in one statement (one notification) and
+// waits up to within for all of them to succeed.
+func runAll(t *testing.T, b *testkit.DB, queue string, n int, within time.Duration) {
+	t.Helper()
+	specs := make([]pgrun.JobSpec, n)
+	for i := range specs {
+		specs[i] = pgrun.JobSpec{Kind: "noop", Queue: queue}
+	}
+	_, err := pgrun.EnqueueMany(b.Ctx, b.Pool, specs)
+	require.NoError(t, err)
+	testkit.Eventually(t, within, "queue "+queue+"'s jobs to succeed", func() bool {
+		var left int
+		require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.jobs where queue = $1
+			and status <> 'succeeded'`, queue).Scan(&left))
+		return left == 0
+	})
 }

@@ -42,9 +42,10 @@ func (r *Runner) peersLoop(ctx context.Context) {
 
 // queueLook is what a look found of one queue.
 type queueLook struct {
-	shared      bool          // other live workers serve it (see maxInflight)
-	rateLimited bool          // it has a rate limit (see fetcher.slotsFreed)
-	ratePeriod  time.Duration // the rate limit's window (see fetcher.rateRetry)
+	shared bool // other live workers serve it (see maxInflight)
+	// ratePeriod is the window of its rate limit, 0 without one (see
+	// fetcher.slotsFreed and fetcher.rateRetry).
+	ratePeriod time.Duration
 }
 
 // lookForPeers reads the peers and the rate limit of every queue this runner serves,
@@ -54,10 +55,9 @@ func (r *Runner) lookForPeers(ctx context.Context) {
 	if err == nil {
 		var queue string
 		var peers int32
-		var limited bool
 		var periodUS int64
-		_, err = pgx.ForEachRow(rows, []any{&queue, &peers, &limited, &periodUS}, func() error {
-			r.looked(queue, queueLook{shared: peers > 0, rateLimited: limited, ratePeriod: time.Duration(periodUS) * time.Microsecond})
+		_, err = pgx.ForEachRow(rows, []any{&queue, &peers, &periodUS}, func() error {
+			r.looked(queue, queueLook{shared: peers > 0, ratePeriod: time.Duration(periodUS) * time.Microsecond})
 			return nil
 		})
 	}
@@ -83,12 +83,7 @@ func (r *Runner) looked(queue string, l queueLook) {
 // changed wakes the fetcher, so that a drained one takes up its retries (rateRetry).
 func (f *fetcher) apply(l queueLook) {
 	f.shared.Store(l.shared)
-	was := f.rateLimited.Swap(l.rateLimited)
-	period := time.Duration(0)
-	if l.rateLimited {
-		period = l.ratePeriod
-	}
-	if old := time.Duration(f.ratePeriod.Swap(int64(period))); l.rateLimited && (!was || old != period) {
+	if old := f.ratePeriod.Swap(int64(l.ratePeriod)); l.ratePeriod > 0 && old != int64(l.ratePeriod) {
 		f.wake()
 	}
 }

@@ -51,19 +51,19 @@ func TestFinishedJobsUndrainOnlyARateLimitedQueue(t *testing.T) {
 	if f.drained {
 		t.Fatal("before any look, a finished job did not bring another claim")
 	}
-	r.looked("a", queueLook{rateLimited: false})
+	r.looked("a", queueLook{})
 	finish()
 	if !f.drained {
 		t.Fatal("a queue without a rate limit asked again when a job finished")
 	}
-	r.looked("a", queueLook{rateLimited: true})
+	r.looked("a", queueLook{ratePeriod: time.Second})
 	finish()
 	if f.drained {
 		t.Fatal("a rate-limited queue did not ask again when a job finished")
 	}
 	// What a look found before the fetcher started is kept for it.
-	r.looked("b", queueLook{rateLimited: false})
-	if l, ok := r.looks["b"]; !ok || l.rateLimited {
+	r.looked("b", queueLook{})
+	if l, ok := r.looks["b"]; !ok || l.ratePeriod != 0 {
 		t.Fatal("a queue's rate limit found before its fetcher started was forgotten")
 	}
 }
@@ -85,18 +85,18 @@ func TestRateRetryFollowsTheWindow(t *testing.T) {
 		time.Millisecond:       rateRetryMin,
 		time.Hour:              time.Second, // the poll
 	} {
-		r.looked("a", queueLook{rateLimited: true, ratePeriod: period})
+		r.looked("a", queueLook{ratePeriod: period})
 		if got := f.rateRetry(); got != want {
 			t.Fatalf("window %s: retry %s, want %s", period, got, want)
 		}
 	}
-	r.looked("a", queueLook{rateLimited: true, ratePeriod: 100 * time.Millisecond})
+	r.looked("a", queueLook{ratePeriod: 100 * time.Millisecond})
 	f.gotAt = time.Now().Add(-time.Second)
 	if got := f.rateRetry(); got != 0 {
 		t.Fatalf("nothing brought for ten windows: retry %s, want none", got)
 	}
 	f.gotAt = time.Now()
-	r.looked("a", queueLook{ratePeriod: 100 * time.Millisecond})
+	r.looked("a", queueLook{})
 	if got := f.rateRetry(); got != 0 {
 		t.Fatalf("no rate limit: retry %s, want none", got)
 	}

@@ -10,11 +10,12 @@ const ListWorkers = `select id, host, pid, state, queues, models, version, start
 // $10 handled kinds.
 const WorkerHeartbeat = `select pgrun.worker_heartbeat($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
 
-// QueuePeers counts, per queue, the other live workers that serve it, and says
-// whether the queue has a rate limit and its period in microseconds (a claim held
-// back by one finds room as time passes, not as jobs finish; see
+// QueuePeers counts, per queue, the other live workers that serve it, and gives the
+// window of its rate limit in microseconds, 0 when it has none (a claim held back by
+// a rate limit finds room as time passes, not as jobs finish; see
 // pgrun.jobs_room_made): $1 worker id, $2 queues. A queue with no row in
-// pgrun.queues has none. The period's default is claim_jobs' (30_claim.sql).
-const QueuePeers = `select p.queue, p.peers, coalesce(q.rate_limit is not null, false),
-       coalesce((extract(epoch from coalesce(q.rate_period, interval '1 second')) * 1000000)::bigint, 0)
+// pgrun.queues has no limit.
+const QueuePeers = `select p.queue, p.peers,
+       coalesce(case when q.rate_limit is not null
+                     then (extract(epoch from pgrun.rate_period(q)) * 1000000)::bigint end, 0)
 from pgrun.queue_peers($1, $2) p left join pgrun.queues q on q.name = p.queue`

@@ -2,6 +2,26 @@
 -- policy (paused, max_running, rate_limit, concurrency_limit) and the operator's
 -- worker control.
 
+-- rate_period is the window of queue q's rate_limit: its rate_period, else a second.
+-- announces_room says whether jobs of q leaving running make room that a claim waits
+-- for (max_running, concurrency_limit), so that its claimers are woken when they do
+-- (jobs_room_made). Plain expressions with their bodies bound when they are created
+-- (no SET clause, which would stop it, as may_take_cold), so the statements that use
+-- them inline them. The runner reads the window with its peers (runner/peers.go).
+create or replace function pgrun.rate_period(q pgrun.queues)
+returns interval
+language sql
+immutable
+parallel safe
+return coalesce(q.rate_period, interval '1 second');
+
+create or replace function pgrun.announces_room(q pgrun.queues)
+returns boolean
+language sql
+immutable
+parallel safe
+return q.max_running is not null or q.concurrency_limit is not null;
+
 -- claim_jobs claims up to n due jobs of one queue for worker, in priority, run_at, id
 -- order, of the given kinds only (NULL: any kind; a worker passes the kinds it has
 -- handlers for, so a job nobody handles stays queued and is counted in
@@ -130,7 +150,7 @@ begin
       v_left := least(v_left, q.max_running - v_running);
     end if;
     if q.rate_limit is not null then
-      if q.rate_window_start is null or v_now >= q.rate_window_start + coalesce(q.rate_period, interval '1 second') then
+      if q.rate_window_start is null or v_now >= q.rate_window_start + pgrun.rate_period(q) then
         q.rate_window_start := v_now;
         q.rate_window_count := 0;
       end if;
@@ -375,7 +395,7 @@ as $$
 declare
   q text;
 begin
-  if not exists (select 1 from pgrun.queues x where x.max_running is not null or x.concurrency_limit is not null) then
+  if not exists (select 1 from pgrun.queues x where pgrun.announces_room(x)) then
     return null;
   end if;
   for q in
@@ -384,8 +404,7 @@ begin
     -- and costs a claim that finds the limit as it was.
     select distinct n.queue from left_new n
     where n.status <> 'running' and n.claimed_by is not null
-      and exists (select 1 from pgrun.queues x where x.name = n.queue
-                  and (x.max_running is not null or x.concurrency_limit is not null))
+      and exists (select 1 from pgrun.queues x where x.name = n.queue and pgrun.announces_room(x))
   loop
     perform pg_notify('pgrun_jobs', q);
   end loop;

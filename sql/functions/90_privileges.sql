@@ -90,7 +90,10 @@ begin
                                    -- (01_common.sql), which every caller may check
                                    'api_version', 'api_compatible_since', 'active_statuses',
                                    'is_active', 'valid_queue_name', 'min_priority',
-                                   'max_priority', 'default_lease');
+                                   'max_priority', 'default_lease',
+                                   -- a queue's rate window (the runner reads it) and
+                                   -- whether its room is announced (any UPDATE's trigger)
+                                   'rate_period', 'announces_room');
   -- enqueuer: its own fields of a job, and reading. (tenant: enqueue_jobs names it once
   -- per statement; row-level security holds it to the caller's own, and with the mode
   -- off jobs_after_insert refuses it.)
