@@ -17,5 +17,5 @@ const WorkerHeartbeat = `select pgrun.worker_heartbeat($1, $2, $3, $4, $5, $6, $
 // pgrun.queues has no limit.
 const QueuePeers = `select p.queue, p.peers,
        coalesce(case when q.rate_limit is not null
-                     then (extract(epoch from pgrun.rate_period(q)) * 1000000)::bigint end, 0)
+                     then (extract(epoch from pgrun.rate_period(q.rate_period)) * 1000000)::bigint end, 0)
 from pgrun.queue_peers($1, $2) p left join pgrun.queues q on q.name = p.queue`

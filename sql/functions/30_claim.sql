@@ -2,25 +2,28 @@
 -- policy (paused, max_running, rate_limit, concurrency_limit) and the operator's
 -- worker control.
 
--- rate_period is the window of queue q's rate_limit: its rate_period, else a second.
--- announces_room says whether jobs of q leaving running make room that a claim waits
--- for (max_running, concurrency_limit), so that its claimers are woken when they do
--- (jobs_room_made). Plain expressions with their bodies bound when they are created
--- (no SET clause, which would stop it, as may_take_cold), so the statements that use
--- them inline them. The runner reads the window with its peers (runner/peers.go).
-create or replace function pgrun.rate_period(q pgrun.queues)
+-- rate_period is the window of a queue's rate_limit given its rate_period column:
+-- that, else a second. announces_room says whether jobs of a queue with these
+-- max_running and concurrency_limit columns make room a claim waits for when they
+-- leave running, so that its claimers are woken when they do (jobs_room_made). Plain
+-- expressions with their bodies bound when they are created (no SET clause, which
+-- would stop it, as may_take_cold), so the statements that use them inline them; they
+-- take the columns, not the row, since a body bound to a row's columns would keep a
+-- down migration from dropping them. The runner reads the window with its peers
+-- (runner/peers.go).
+create or replace function pgrun.rate_period(rate_period interval)
 returns interval
 language sql
 immutable
 parallel safe
-return coalesce(q.rate_period, interval '1 second');
+return coalesce(rate_period, interval '1 second');
 
-create or replace function pgrun.announces_room(q pgrun.queues)
+create or replace function pgrun.announces_room(max_running integer, concurrency_limit integer)
 returns boolean
 language sql
 immutable
 parallel safe
-return q.max_running is not null or q.concurrency_limit is not null;
+return max_running is not null or concurrency_limit is not null;
 
 -- claim_jobs claims up to n due jobs of one queue for worker, in priority, run_at, id
 -- order, of the given kinds only (NULL: any kind; a worker passes the kinds it has
@@ -150,7 +153,7 @@ begin
       v_left := least(v_left, q.max_running - v_running);
     end if;
     if q.rate_limit is not null then
-      if q.rate_window_start is null or v_now >= q.rate_window_start + pgrun.rate_period(q) then
+      if q.rate_window_start is null or v_now >= q.rate_window_start + pgrun.rate_period(q.rate_period) then
         q.rate_window_start := v_now;
         q.rate_window_count := 0;
       end if;
@@ -395,7 +398,7 @@ as $$
 declare
   q text;
 begin
-  if not exists (select 1 from pgrun.queues x where pgrun.announces_room(x)) then
+  if not exists (select 1 from pgrun.queues x where pgrun.announces_room(x.max_running, x.concurrency_limit)) then
     return null;
   end if;
   for q in
@@ -404,7 +407,8 @@ begin
     -- and costs a claim that finds the limit as it was.
     select distinct n.queue from left_new n
     where n.status <> 'running' and n.claimed_by is not null
-      and exists (select 1 from pgrun.queues x where x.name = n.queue and pgrun.announces_room(x))
+      and exists (select 1 from pgrun.queues x
+                  where x.name = n.queue and pgrun.announces_room(x.max_running, x.concurrency_limit))
   loop
     perform pg_notify('pgrun_jobs', q);
   end loop;

@@ -76,7 +76,7 @@ begin
     -- leave running, so their queue's claimers are woken here if it has a limit.
     if v_deleted > 0 then
       perform pg_notify('pgrun_jobs', q.name) from pgrun.queues q
-      where q.ephemeral and pgrun.announces_room(q);
+      where q.ephemeral and pgrun.announces_room(q.max_running, q.concurrency_limit);
     end if;
   end if;
   -- The expected status and worker come in as columns of the unnested batch (r.status,
