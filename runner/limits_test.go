@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/testdb"
 	"github.com/pgrun/pgrun/internal/testkit"
 	"github.com/pgrun/pgrun/runner"
 )
@@ -89,4 +90,50 @@ func runAll(t *testing.T, b *testkit.DB, queue string, n int, within time.Durati
 			and status <> 'succeeded'`, queue).Scan(&left))
 		return left == 0
 	})
+}
+
+// A notification that comes while a claim is on its way sends a second claim at once,
+// instead of leaving the jobs it announces (possibly past the first claim's snapshot)
+// to wait for that claim's round trip. The claims are held up here by a lock on a
+// table each claim reads, so both are seen waiting on the server.
+func TestWakeUpDuringAClaimSendsAnother(t *testing.T) {
+	b := testkit.Setup(t)
+	// The runner's own pool, with room for two claims beside its listener: the
+	// test's pool holds the lock and watches. A claim asks for at most 8 of the 32
+	// slots, so the first leaves room for a second.
+	pool := testdb.PoolFor(t, b.URL+"&pool_max_conns=8")
+	r := testkit.NewRunner(pool, runner.Config{
+		Queues:       map[string]runner.QueueConfig{"q": {Workers: 32}},
+		MaxClaim:     8,
+		PollInterval: time.Hour, MaintenanceInterval: -1,
+	})
+	testkit.StartRunner(t, r)
+	testkit.Eventually(t, 10*time.Second, "the runner's first claim", func() bool { return r.Stats().ClaimCalls > 0 })
+
+	tx, err := b.Pool.Begin(b.Ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(b.Ctx) }()
+	_, err = tx.Exec(b.Ctx, `lock table pgrun.worker_control in access exclusive mode`)
+	require.NoError(t, err)
+	waiting := func(want int) func() bool {
+		return func() bool {
+			var n int
+			require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pg_stat_activity
+				where wait_event_type = 'Lock' and query like '%pgrun.claim_jobs(%' and datname = current_database()`).Scan(&n))
+			return n == want
+		}
+	}
+	first, err := pgrun.Enqueue(b.Ctx, b.Pool, "noop", nil, pgrun.Queue("q"))
+	require.NoError(t, err)
+	testkit.Eventually(t, 10*time.Second, "the first job's claim held up by the lock", waiting(1))
+	second, err := pgrun.Enqueue(b.Ctx, b.Pool, "noop", nil, pgrun.Queue("q"))
+	require.NoError(t, err)
+	testkit.Eventually(t, 10*time.Second, "a second claim sent for the second job", waiting(2))
+
+	require.NoError(t, tx.Rollback(b.Ctx))
+	for _, id := range []int64{first.ID, second.ID} {
+		testkit.Eventually(t, 10*time.Second, "job to succeed", func() bool {
+			return testkit.JobStatus(t, b, id) == pgrun.StatusSucceeded
+		})
+	}
 }

@@ -106,3 +106,35 @@ func TestRateRetryFollowsTheWindow(t *testing.T) {
 		t.Fatal("a rate limit found by a look did not wake the fetcher")
 	}
 }
+
+// While a claim is on its way, a second one goes out with a backlog only when the
+// free capacity makes a round trip worth it, and without a backlog only when the
+// fetcher was woken after the first was sent: the jobs that wake-up announces may be
+// past the first claim's snapshot.
+func TestSecondClaimOnlyForABacklogOrANewWakeUp(t *testing.T) {
+	r := newRunner(nil, Config{Queues: map[string]QueueConfig{"a": {Workers: 100}}})
+	f := newFetcher(r, "a", 100)
+	f.sent = f.wakes // a claim was sent and nothing woke the fetcher since
+	if f.secondClaim(100) {
+		t.Fatal("no backlog and no wake-up since the claim: a second claim went out")
+	}
+	f.woken()
+	if !f.secondClaim(1) {
+		t.Fatal("woken after the claim was sent: no second claim for the jobs it announced")
+	}
+	f.sent = f.wakes
+	if f.secondClaim(100) {
+		t.Fatal("the wake-up was answered by the latest claim, yet another went out")
+	}
+	f.backlog = true
+	if f.secondClaim(f.want() - 1) {
+		t.Fatal("a backlog with less than a claim's worth free sent a second claim")
+	}
+	f.woken()
+	if f.secondClaim(f.want() - 1) {
+		t.Fatal("a wake-up made a backlog's second claim of a few jobs")
+	}
+	if !f.secondClaim(f.want()) {
+		t.Fatal("a backlog with a claim's worth free sent no second claim")
+	}
+}
