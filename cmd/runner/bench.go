@@ -119,7 +119,7 @@ The bench queue's rows are deleted afterwards unless --keep is given.`,
 				return err
 			}
 			if workflow {
-				res, err := benchWorkflow(ctx, pool, cmd.ErrOrStderr(), runs, children, workers)
+				res, err := benchWorkflow(ctx, pool, g.connect, cmd.ErrOrStderr(), runs, children, workers)
 				if err != nil {
 					return err
 				}
@@ -136,7 +136,7 @@ The bench queue's rows are deleted afterwards unless --keep is given.`,
 				return nil
 			}
 			if rate > 0 {
-				res, err := benchSteady(ctx, pool, cmd.ErrOrStderr(),
+				res, err := benchSteady(ctx, pool, g.connect, cmd.ErrOrStderr(),
 					steadyOptions{Rate: rate, Duration: duration, Warmup: warmup, Workers: workers})
 				if err != nil {
 					return err

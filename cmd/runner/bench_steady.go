@@ -80,8 +80,12 @@ type steadyOptions struct {
 // works the queue, and reports, over the jobs of o.Duration, the rates achieved and
 // the enqueue-to-start latency (started_at - created_at, both the database's clock)
 // at p50, p99 and p999. Jobs are enqueued in small statements every steadyTick, so a
-// job waits for the runner, never for the bench.
-func benchSteady(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, o steadyOptions) (*steadyResult, error) {
+// job waits for the runner, never for the bench. The bench enqueues on pool and the
+// runner works on a pool of its own (connect), as a service and a runner process do:
+// sharing one pool of four connections (pgx's default on two cores) made the
+// enqueues and the claims wait for each other's connections.
+func benchSteady(ctx context.Context, pool *pgxpool.Pool, connect func(context.Context) (*pgxpool.Pool, error),
+	progress io.Writer, o steadyOptions) (*steadyResult, error) {
 	queue := fmt.Sprintf("bench.steady.%d", time.Now().UnixNano())
 	client, err := newClient(pool)
 	if err != nil {
@@ -102,7 +106,12 @@ func benchSteady(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, o 
 	if err != nil {
 		return nil, err
 	}
-	r, stop, err := startQuietRunner(ctx, pool, map[string]runner.QueueConfig{queue: {Workers: o.Workers}})
+	rpool, err := connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer rpool.Close()
+	r, stop, err := startQuietRunner(ctx, rpool, map[string]runner.QueueConfig{queue: {Workers: o.Workers}})
 	if err != nil {
 		return nil, err
 	}
