@@ -119,7 +119,7 @@ The bench queue's rows are deleted afterwards unless --keep is given.`,
 				return err
 			}
 			if workflow {
-				res, err := benchWorkflow(ctx, pool, g.connect, cmd.ErrOrStderr(), runs, children, workers)
+				res, err := benchWorkflow(ctx, pool, cmd.ErrOrStderr(), runs, children, workers)
 				if err != nil {
 					return err
 				}

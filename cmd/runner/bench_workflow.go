@@ -41,11 +41,7 @@ type workflowBenchResult struct {
 //     the defer's start to the parent's success (children/s over both); and the
 //     fan-in alone, from the defer's commit to the parent's success (both instants
 //     taken by the database), printed to progress as well.
-//
-// The runner works on a pool of its own (connect), not the one the bench starts runs
-// on, as in benchSteady.
-func benchWorkflow(ctx context.Context, pool *pgxpool.Pool, connect func(context.Context) (*pgxpool.Pool, error),
-	progress io.Writer, runs, children, workers int) (*workflowBenchResult, error) {
+func benchWorkflow(ctx context.Context, pool *pgxpool.Pool, progress io.Writer, runs, children, workers int) (*workflowBenchResult, error) {
 	res := &workflowBenchResult{Runs: runs, Children: children}
 	client, err := newClient(pool)
 	if err != nil {
@@ -64,12 +60,7 @@ func benchWorkflow(ctx context.Context, pool *pgxpool.Pool, connect func(context
 	if err := probeDispatch(ctx, client, name, queue, res); err != nil {
 		return nil, err
 	}
-	rpool, err := connect(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer rpool.Close()
-	_, stop, err := startQuietRunner(ctx, rpool, map[string]runner.QueueConfig{queue: {Workers: workers}})
+	_, stop, err := startQuietRunner(ctx, pool, map[string]runner.QueueConfig{queue: {Workers: workers}})
 	if err != nil {
 		return nil, err
 	}
