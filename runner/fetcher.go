@@ -43,10 +43,12 @@ type fetcher struct {
 	wakes   uint64
 	sent    uint64 // wakes when the latest claim was sent
 	// gotAt is when a claim last brought jobs (see rateRetry).
-	gotAt   time.Time
-	resume  resumer
-	rtt     ewma // a claim's round trip
-	runTime ewma // a job's time in its slot
+	gotAt  time.Time
+	resume resumer
+	rtt    ewma // a claim's round trip
+	// perClaim is how many jobs a claim brings (see secondClaim).
+	perClaim ewma
+	runTime  ewma // a job's time in its slot
 	// shared is set while other live workers serve this queue (see maxInflight).
 	shared atomic.Bool
 	// ratePeriod is the window of the queue's rate limit as the last look
@@ -335,19 +337,26 @@ func (f *fetcher) launch(ctx context.Context, results chan<- claimed) {
 
 // secondClaim reports whether a claim is worth sending while another is on its way,
 // with free capacity free. With a backlog, when the capacity makes a round trip worth
-// it (want). Without one, when the fetcher was woken since the latest claim was sent:
-// the jobs a notification announces may have committed after that claim's snapshot,
-// and waiting for it to come back left them waiting for the rest of its round trip,
-// which under load is most of their start latency. In a steady state of 24,000 jobs
-// a second on two cores the commit-to-start p50 fell from 1.0 ms to 0.13–0.25 ms and
-// claims came back no emptier (docs/benchmarks.md, seventh pass). A queue with peers
-// keeps one claim in flight whatever this says (inflightLimit).
+// it (want). Without one, when the fetcher was woken since the latest claim was sent
+// and claims bring many jobs (secondClaimYield): the jobs a notification announces
+// may have committed after that claim's snapshot, and waiting for it to come back
+// left them waiting for the rest of its round trip, which under load is most of their
+// start latency. In a steady state of 24,000 jobs a second on two cores the
+// commit-to-start p50 fell from 1.0 ms to 0.13–0.25 ms. Where each wake-up announces
+// a job or two (a workflow's nodes, jobs enqueued one by one) a second claim is a
+// statement on the server's cores for little: it doubled the claims of a chain of
+// workflow nodes and cost it 14% of its rate (docs/benchmarks.md, seventh pass). A
+// queue with peers keeps one claim in flight whatever this says (inflightLimit).
 func (f *fetcher) secondClaim(free int) bool {
 	if f.backlog {
 		return free >= f.want()
 	}
-	return f.sent != f.wakes
+	return f.sent != f.wakes && f.perClaim.value() >= secondClaimYield
 }
+
+// secondClaimYield is the least number of jobs a claim brings, on average, for a
+// wake-up to send a second claim while one is on its way.
+const secondClaimYield = 16
 
 // took buffers the jobs a claim brought back, starts those that have a free slot, and
 // returns the claim's error.
@@ -363,6 +372,7 @@ func (f *fetcher) took(res claimed) error {
 		return res.err
 	}
 	f.rtt.add(res.took.Seconds())
+	f.perClaim.add(float64(len(res.jobs)))
 	if len(res.jobs) > 0 {
 		f.gotAt = time.Now()
 	}

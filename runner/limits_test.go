@@ -92,23 +92,25 @@ func runAll(t *testing.T, b *testkit.DB, queue string, n int, within time.Durati
 	})
 }
 
-// A notification that comes while a claim is on its way sends a second claim at once,
-// instead of leaving the jobs it announces (possibly past the first claim's snapshot)
-// to wait for that claim's round trip. The claims are held up here by a lock on a
-// table each claim reads, so both are seen waiting on the server.
+// A notification that comes while a claim is on its way sends a second claim at once
+// where claims bring many jobs, instead of leaving the jobs it announces (possibly
+// past the first claim's snapshot) to wait for that claim's round trip. The claims
+// are held up here by a lock on a table each claim reads, so both are seen waiting
+// on the server.
 func TestWakeUpDuringAClaimSendsAnother(t *testing.T) {
 	b := testkit.Setup(t)
 	// The runner's own pool, with room for two claims beside its listener: the
-	// test's pool holds the lock and watches. A claim asks for at most 8 of the 32
+	// test's pool holds the lock and watches. A claim asks for at most 50 of the 200
 	// slots, so the first leaves room for a second.
 	pool := testdb.PoolFor(t, b.URL+"&pool_max_conns=8")
 	r := testkit.NewRunner(pool, runner.Config{
-		Queues:       map[string]runner.QueueConfig{"q": {Workers: 32}},
-		MaxClaim:     8,
+		Queues:       map[string]runner.QueueConfig{"q": {Workers: 200}},
+		MaxClaim:     50,
 		PollInterval: time.Hour, MaintenanceInterval: -1,
 	})
 	testkit.StartRunner(t, r)
-	testkit.Eventually(t, 10*time.Second, "the runner's first claim", func() bool { return r.Stats().ClaimCalls > 0 })
+	// Claims that bring many jobs: forty in one statement, one claim.
+	runAll(t, b, "q", 40, 20*time.Second)
 
 	tx, err := b.Pool.Begin(b.Ctx)
 	require.NoError(t, err)

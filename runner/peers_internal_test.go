@@ -109,11 +109,12 @@ func TestRateRetryFollowsTheWindow(t *testing.T) {
 
 // While a claim is on its way, a second one goes out with a backlog only when the
 // free capacity makes a round trip worth it, and without a backlog only when the
-// fetcher was woken after the first was sent: the jobs that wake-up announces may be
-// past the first claim's snapshot.
+// fetcher was woken after the first was sent (the jobs that wake-up announces may be
+// past the first claim's snapshot) and claims have been bringing many jobs.
 func TestSecondClaimOnlyForABacklogOrANewWakeUp(t *testing.T) {
 	r := newRunner(nil, Config{Queues: map[string]QueueConfig{"a": {Workers: 100}}})
 	f := newFetcher(r, "a", 100)
+	f.perClaim.add(100)
 	f.sent = f.wakes // a claim was sent and nothing woke the fetcher since
 	if f.secondClaim(100) {
 		t.Fatal("no backlog and no wake-up since the claim: a second claim went out")
@@ -136,5 +137,16 @@ func TestSecondClaimOnlyForABacklogOrANewWakeUp(t *testing.T) {
 	}
 	if !f.secondClaim(f.want()) {
 		t.Fatal("a backlog with a claim's worth free sent no second claim")
+	}
+
+	// Claims of a job or two (a workflow's nodes, single enqueues): a wake-up waits
+	// for the claim on its way.
+	f.backlog = false
+	f.perClaim = ewma{}
+	for range 20 {
+		f.perClaim.add(2)
+	}
+	if f.secondClaim(100) {
+		t.Fatal("claims bring two jobs each, yet a wake-up sent a second claim")
 	}
 }
