@@ -1,6 +1,11 @@
 package runner
 
-import "testing"
+import (
+	"testing"
+	"time"
+
+	"github.com/pgrun/pgrun"
+)
 
 // The queues a completion readied (pgrun.readied, ",q1,q2,") wake this runner's
 // fetchers for those queues, and only those; queues served elsewhere are skipped.
@@ -63,5 +68,92 @@ func TestCompleterSecondCallOnlyForAFullBatch(t *testing.T) {
 	}
 	if b := c.take(false); len(b) != 500 {
 		t.Fatalf("the next first call took %d, want the 500 left", len(b))
+	}
+}
+
+// Successes wait to share a call only under load (the latest batch held
+// completeLingerFrom or more), for at most completeLinger, fewer than completeHoldMax
+// at a time, and not while one waiting must be recorded soon; a held batch's timer
+// pokes the completer when it is due.
+func TestCompleterHoldsSuccessesBackOnlyUnderLoad(t *testing.T) {
+	r := newRunner(nil, Config{Queues: map[string]QueueConfig{"a": {Workers: 1}}})
+	c := newCompleter(r)
+	add := func(n int, soon bool) {
+		for i := range n {
+			c.add(completion{id: int64(i + 1), attempt: 1, soon: soon})
+		}
+	}
+	add(10, false)
+	if d := c.hold(time.Now()); d != 0 {
+		t.Fatalf("a trickle's success (no batch yet) held back for %v", d)
+	}
+	c.take(false)
+	add(10, false)
+	if d := c.hold(time.Now()); d != 0 {
+		t.Fatalf("after a batch of 10, a success held back for %v", d)
+	}
+	c.take(false)
+
+	c.last = completeLingerFrom // under load
+	add(10, false)
+	if d := c.hold(time.Now()); d <= 0 || d > completeLinger {
+		t.Fatalf("under load, successes held back for %v, want up to %v", d, completeLinger)
+	}
+	if d := c.hold(time.Now().Add(completeLinger)); d != 0 {
+		t.Fatalf("the oldest success waited completeLinger, yet is held back %v more", d)
+	}
+	add(1, true)
+	if d := c.hold(time.Now()); d != 0 {
+		t.Fatalf("a success that must be recorded soon waits, held back for %v", d)
+	}
+	if b := c.take(false); len(b) != 11 || c.soon != 0 {
+		t.Fatalf("took %d with %d still counted soon, want 11 and 0", len(b), c.soon)
+	}
+	c.last = completeLingerFrom
+	add(completeHoldMax, false)
+	if d := c.hold(time.Now()); d != 0 {
+		t.Fatalf("%d successes waiting, yet held back for %v", completeHoldMax, d)
+	}
+	c.take(false)
+
+	// dispatch sends nothing while held, and its timer pokes run when they are due.
+	c.last = completeLingerFrom
+	add(5, false)
+	<-c.signal // add's own poke
+	c.dispatch()
+	if len(c.slots) != 0 || len(c.buf) != 5 {
+		t.Fatalf("held successes went out: %d calls, %d left", len(c.slots), len(c.buf))
+	}
+	select {
+	case <-c.signal:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the held successes' timer never poked the completer")
+	}
+	c.linger.Stop()
+}
+
+// A success must be recorded soon when its completion readies other jobs (a
+// workflow's node, a child) or may make room under its queue's limits (max_running,
+// concurrency_limit, or limits not yet read).
+func TestRecordSoonForWorkflowsAndLimitedQueues(t *testing.T) {
+	r := newRunner(nil, Config{Queues: map[string]QueueConfig{"a": {Workers: 1}}})
+	f := newFetcher(r, "a", 1)
+	one := int64(1)
+	plain := &execution{r: r, f: f, job: &pgrun.Job{Queue: "a"}}
+	if !plain.recordSoon() {
+		t.Fatal("before any look a success of the queue may be held back")
+	}
+	f.apply(queueLook{roomy: true})
+	if plain.recordSoon() {
+		t.Fatal("a plain job of a queue without limits may not be held back")
+	}
+	for _, j := range []*pgrun.Job{{Queue: "a", RunID: &one}, {Queue: "a", ParentID: &one}} {
+		if !(&execution{r: r, f: f, job: j}).recordSoon() {
+			t.Fatalf("a workflow node or child (run %v, parent %v) may be held back", j.RunID, j.ParentID)
+		}
+	}
+	f.apply(queueLook{})
+	if !plain.recordSoon() {
+		t.Fatal("a job of a queue with max_running or concurrency_limit may be held back")
 	}
 }

@@ -260,7 +260,15 @@ func (e *execution) succeed(result any) {
 		}
 	}
 	e.r.completer.add(completion{id: e.job.ID, attempt: e.job.Attempt, claim: e.job.ClaimID, result: payload,
-		job: e.job, ran: time.Since(e.began)})
+		job: e.job, ran: time.Since(e.began), soon: e.recordSoon()})
+}
+
+// recordSoon reports whether the job's success must be recorded without being held
+// back (see completeLinger): its completion readies a workflow's next nodes or its
+// parent, or makes room under its queue's max_running or concurrency_limit (or no
+// look has said yet whether the queue has one).
+func (e *execution) recordSoon() bool {
+	return e.job.ParentID != nil || e.job.RunID != nil || e.f == nil || e.f.limited()
 }
 
 // fail records a failed attempt with its class, message and (for panics) stack.

@@ -51,6 +51,9 @@ type fetcher struct {
 	runTime  ewma // a job's time in its slot
 	// shared is set while other live workers serve this queue (see maxInflight).
 	shared atomic.Bool
+	// roomy is set once a look found the queue without max_running and
+	// concurrency_limit (see limited).
+	roomy atomic.Bool
 	// ratePeriod is the window of the queue's rate limit as the last look
 	// (peersLoop) read it, 0 without one, and ratePeriodUnknown before any look.
 	ratePeriod atomic.Int64
@@ -115,6 +118,10 @@ func newFetcher(r *Runner, queue string, slots int) *fetcher {
 // ratePeriodUnknown is a fetcher's ratePeriod until a look has read it: the queue
 // counts as rate-limited (slotsFreed) but is not retried (rateRetry).
 const ratePeriodUnknown = -1
+
+// limited reports whether the queue has max_running or concurrency_limit, or may
+// have (no look yet): its completions make room that a claim waits for.
+func (f *fetcher) limited() bool { return !f.roomy.Load() }
 
 // rateLimited reports whether the queue has a rate limit, or may have (no look yet).
 func (f *fetcher) rateLimited() bool { return f.ratePeriod.Load() != 0 }

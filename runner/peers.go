@@ -46,6 +46,9 @@ type queueLook struct {
 	// ratePeriod is the window of its rate limit, 0 without one (see
 	// fetcher.slotsFreed and fetcher.rateRetry).
 	ratePeriod time.Duration
+	// roomy: it has neither max_running nor concurrency_limit, so a completion makes
+	// no room that a claim waits for (see execution.recordSoon).
+	roomy bool
 }
 
 // lookForPeers reads the peers and the rate limit of every queue this runner serves,
@@ -56,8 +59,10 @@ func (r *Runner) lookForPeers(ctx context.Context) {
 		var queue string
 		var peers int32
 		var periodUS int64
-		_, err = pgx.ForEachRow(rows, []any{&queue, &peers, &periodUS}, func() error {
-			r.looked(queue, queueLook{shared: peers > 0, ratePeriod: time.Duration(periodUS) * time.Microsecond})
+		var announces bool
+		_, err = pgx.ForEachRow(rows, []any{&queue, &peers, &periodUS, &announces}, func() error {
+			r.looked(queue, queueLook{shared: peers > 0, ratePeriod: time.Duration(periodUS) * time.Microsecond,
+				roomy: !announces})
 			return nil
 		})
 	}
@@ -83,6 +88,7 @@ func (r *Runner) looked(queue string, l queueLook) {
 // changed wakes the fetcher, so that a drained one takes up its retries (rateRetry).
 func (f *fetcher) apply(l queueLook) {
 	f.shared.Store(l.shared)
+	f.roomy.Store(l.roomy)
 	if old := f.ratePeriod.Swap(int64(l.ratePeriod)); l.ratePeriod > 0 && old != int64(l.ratePeriod) {
 		f.wake()
 	}

@@ -55,3 +55,35 @@ func TestQueuePeersForTheWorkerRoleAndBadInput(t *testing.T) {
 	enqueuer := testkit.AsRole(t, b, "pgrun_enqueuer")
 	testkit.Denied(t, b, enqueuer, `select * from pgrun.queue_peers('w', array['a'])`)
 }
+
+// The runner's look reads, per queue, whether completions make room a claim waits
+// for (max_running, concurrency_limit): such a queue's successes are recorded at once
+// rather than held back to share a call. A queue without a row has no limits.
+func TestQueuePeersSaysWhichQueuesAnnounceRoom(t *testing.T) {
+	b := testkit.Setup(t)
+	for _, sql := range []string{
+		`select pgrun.set_queue('plain')`,
+		`select pgrun.set_queue('capped', max_running => 2)`,
+		`select pgrun.set_queue('keyed', concurrency_limit => 1)`,
+		`select pgrun.set_queue('rated', rate_limit => 5, rate_period => '1 second')`,
+	} {
+		_, err := b.Pool.Exec(b.Ctx, sql)
+		require.NoError(t, err)
+	}
+	p := testkit.AsRole(t, b, "pgrun_worker")
+	rows, err := p.Query(b.Ctx, sqlapi.QueuePeers, "w", []string{"plain", "capped", "keyed", "rated", "none"})
+	require.NoError(t, err)
+	got := map[string]bool{}
+	rate := map[string]int64{}
+	for rows.Next() {
+		var queue string
+		var peers int32
+		var periodUS int64
+		var announces bool
+		require.NoError(t, rows.Scan(&queue, &peers, &periodUS, &announces))
+		got[queue], rate[queue] = announces, periodUS
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, map[string]bool{"plain": false, "capped": true, "keyed": true, "rated": false, "none": false}, got)
+	require.Equal(t, map[string]int64{"plain": 0, "capped": 0, "keyed": 0, "rated": 1_000_000, "none": 0}, rate)
+}
