@@ -213,10 +213,10 @@ func (c *completer) flush(ctx context.Context) int {
 // they share a call: every complete_jobs call costs the server a fixed part (about
 // 0.7 ms of processor time on two slow cores, whatever its size) on top of its rows,
 // and in a steady state of 22,500 jobs a second one call in flight at a time made
-// calls of 130–210 successes. Held for up to 20 ms they grew to 440–470, and the
-// start latency's p99 fell from 44, 96 and 16 ms to 22, 20 and 14 ms, the host's
-// processors a few points less busy (docs/benchmarks.md, seventh pass). River's
-// completer batches the same way.
+// calls of 83–95 successes. Held for up to 20 ms they grew to 481–488, and the host's
+// processors were 5–12 points less busy (docs/benchmarks.md, seventh pass), which
+// the start latency's tail feels on a busy machine. River's completer batches the
+// same way.
 //
 // A success is held only while the latest batch held at least completeLingerFrom
 // (the runner is busy: a trickle's successes go at once), fewer than completeHoldMax

@@ -19,7 +19,7 @@ import (
 // a second claim in flight while the first is on its way, so that the round trip of
 // one claim overlaps the next: a single claim at a time left the database idle for
 // half of each cycle. Without a backlog, a wake-up that comes while a claim is on its
-// way sends a second one at once (see secondClaim).
+// way sends a second one at once where claims bring many jobs (see secondClaim).
 //
 // Its capacity is its slots plus a prefetch allowance (see prefetch): jobs claimed
 // beyond the free slots wait in a small local buffer and start as slots free up.
