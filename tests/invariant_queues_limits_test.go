@@ -213,15 +213,11 @@ func TestQueueDefaultLease(t *testing.T) {
 // completion rolled back.
 func TestRoomUnderALimitWakesTheQueuesClaimers(t *testing.T) {
 	b := testkit.Setup(t)
-	for _, q := range []string{
+	testkit.ExecAll(t, b,
 		`select pgrun.set_queue('plain')`,
 		`select pgrun.set_queue('limited', max_running => 1)`,
 		`select pgrun.set_queue('keyed', concurrency_limit => 1)`,
-		`select pgrun.set_queue('gone', max_running => 1, ephemeral => true)`,
-	} {
-		_, err := b.Pool.Exec(b.Ctx, q)
-		require.NoError(t, err)
-	}
+		`select pgrun.set_queue('gone', max_running => 1, ephemeral => true)`)
 	claimed := map[string]*pgrun.Job{}
 	for _, q := range []string{"plain", "limited", "keyed", "gone"} {
 		_, err := pgrun.Enqueue(b.Ctx, b.Pool, "noop", nil, pgrun.Queue(q), pgrun.ConcurrencyKey("key-of-"+q))

@@ -61,15 +61,11 @@ func TestQueuePeersForTheWorkerRoleAndBadInput(t *testing.T) {
 // rather than held back to share a call. A queue without a row has no limits.
 func TestQueuePeersSaysWhichQueuesAnnounceRoom(t *testing.T) {
 	b := testkit.Setup(t)
-	for _, sql := range []string{
+	testkit.ExecAll(t, b,
 		`select pgrun.set_queue('plain')`,
 		`select pgrun.set_queue('capped', max_running => 2)`,
 		`select pgrun.set_queue('keyed', concurrency_limit => 1)`,
-		`select pgrun.set_queue('rated', rate_limit => 5, rate_period => '1 second')`,
-	} {
-		_, err := b.Pool.Exec(b.Ctx, sql)
-		require.NoError(t, err)
-	}
+		`select pgrun.set_queue('rated', rate_limit => 5, rate_period => '1 second')`)
 	p := testkit.AsRole(t, b, "pgrun_worker")
 	rows, err := p.Query(b.Ctx, sqlapi.QueuePeers, "w", []string{"plain", "capped", "keyed", "rated", "none"})
 	require.NoError(t, err)

@@ -50,6 +50,16 @@ func NewDB(t testing.TB) *DB {
 	return &DB{Ctx: ctx, Pool: testdb.PoolFor(t, url), URL: url}
 }
 
+// ExecAll runs each statement on db's pool in turn, failing the test at the first
+// that fails (a test's set-up: queues, settings).
+func ExecAll(t testing.TB, db *DB, stmts ...string) {
+	t.Helper()
+	for _, s := range stmts {
+		_, err := db.Pool.Exec(db.Ctx, s)
+		require.NoError(t, err, s)
+	}
+}
+
 // Querier is what a pool, a connection and a transaction share.
 type Querier interface {
 	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
