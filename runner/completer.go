@@ -209,7 +209,7 @@ func (c *completer) flush(ctx context.Context) int {
 	return n
 }
 
-// Under load the completer holds successes back for up to completeLinger, so that
+// Under load the completer holds successes back for up to Config.CompleteLinger, so that
 // they share a call: every complete_jobs call costs the server a fixed part (about
 // 0.7 ms of processor time on two slow cores, whatever its size) on top of its rows,
 // and in a steady state of 22,500 jobs a second one call in flight at a time made
@@ -227,20 +227,20 @@ func (c *completer) flush(ctx context.Context) int {
 // success held back and then lost with the runner is one more job its lease brings
 // back, as for any success not yet recorded.
 const (
-	completeLinger     = 20 * time.Millisecond
 	completeLingerFrom = 64
 	completeHoldMax    = DefaultCompleteBatch / 2
 )
 
 // hold returns how much longer the buffered successes may wait before a call takes
-// them, 0 for none: see completeLinger.
+// them, 0 for none: see Config.CompleteLinger and the rules above.
 func (c *completer) hold(now time.Time) time.Duration {
+	linger := c.r.cfg.CompleteLinger
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.buf) == 0 || len(c.buf) >= completeHoldMax || c.soon > 0 || c.last < completeLingerFrom {
+	if linger <= 0 || len(c.buf) == 0 || len(c.buf) >= completeHoldMax || c.soon > 0 || c.last < completeLingerFrom {
 		return 0
 	}
-	return max(0, completeLinger-now.Sub(c.buf[0].at))
+	return max(0, linger-now.Sub(c.buf[0].at))
 }
 
 // dispatch sends buffered completions while a call slot is free: the first call takes

@@ -96,11 +96,11 @@ func TestCompleterHoldsSuccessesBackOnlyUnderLoad(t *testing.T) {
 
 	c.last = completeLingerFrom // under load
 	add(10, false)
-	if d := c.hold(time.Now()); d <= 0 || d > completeLinger {
-		t.Fatalf("under load, successes held back for %v, want up to %v", d, completeLinger)
+	if d := c.hold(time.Now()); d <= 0 || d > DefaultCompleteLinger {
+		t.Fatalf("under load, successes held back for %v, want up to %v", d, DefaultCompleteLinger)
 	}
-	if d := c.hold(time.Now().Add(completeLinger)); d != 0 {
-		t.Fatalf("the oldest success waited completeLinger, yet is held back %v more", d)
+	if d := c.hold(time.Now().Add(DefaultCompleteLinger)); d != 0 {
+		t.Fatalf("the oldest success waited the linger, yet is held back %v more", d)
 	}
 	add(1, true)
 	if d := c.hold(time.Now()); d != 0 {
@@ -130,6 +130,14 @@ func TestCompleterHoldsSuccessesBackOnlyUnderLoad(t *testing.T) {
 		t.Fatal("the held successes' timer never poked the completer")
 	}
 	c.linger.Stop()
+
+	// A negative linger: nothing is ever held.
+	off := newCompleter(newRunner(nil, Config{Queues: map[string]QueueConfig{"a": {Workers: 1}}, CompleteLinger: -1}))
+	off.last = completeLingerFrom
+	off.add(completion{id: 1, attempt: 1})
+	if d := off.hold(time.Now()); d != 0 {
+		t.Fatalf("with CompleteLinger < 0 a success was held back for %v", d)
+	}
 }
 
 // A success must be recorded soon when its completion readies other jobs (a

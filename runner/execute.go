@@ -264,7 +264,7 @@ func (e *execution) succeed(result any) {
 }
 
 // recordSoon reports whether the job's success must be recorded without being held
-// back (see completeLinger): its completion readies a workflow's next nodes or its
+// back (see Config.CompleteLinger): its completion readies a workflow's next nodes or its
 // parent, or makes room under its queue's max_running or concurrency_limit (or no
 // look has said yet whether the queue has one).
 func (e *execution) recordSoon() bool {

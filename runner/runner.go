@@ -59,6 +59,9 @@ const (
 	DefaultMaxClaim = 500
 	// DefaultCompleteBatch caps one complete_jobs call.
 	DefaultCompleteBatch = 1000
+	// DefaultCompleteLinger is how long, under load, a plain success may wait to
+	// share a complete_jobs call (Config.CompleteLinger).
+	DefaultCompleteLinger = 20 * time.Millisecond
 )
 
 // QueueConfig is how a runner serves one queue.
@@ -111,6 +114,12 @@ type Config struct {
 	StallWindow time.Duration
 	// MaxClaim caps the jobs claimed per call.
 	MaxClaim int
+	// CompleteLinger is how long, under load, a plain success may wait to share a
+	// complete_jobs call with others (see completer.hold): the job
+	// shows running, and OnOutcome hears of it, that much later at most. Zero:
+	// DefaultCompleteLinger; negative: none, every success goes out with the next call.
+	// At most MaxCompleteLinger.
+	CompleteLinger time.Duration
 	// Middleware wraps every handler; the first is the outermost.
 	Middleware []Middleware
 	// Logger receives the runner's logs; default slog.Default().
@@ -250,6 +259,9 @@ func (cfg *Config) defaults() {
 	if cfg.MaxClaim == 0 {
 		cfg.MaxClaim = DefaultMaxClaim
 	}
+	if cfg.CompleteLinger == 0 {
+		cfg.CompleteLinger = DefaultCompleteLinger
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -271,6 +283,10 @@ const (
 	MaxWorkers = 10000
 	// MaxWorkerIDLen is the longest worker id pgrun.claim_jobs accepts.
 	MaxWorkerIDLen = 200
+	// MaxCompleteLinger bounds Config.CompleteLinger: a success held longer would
+	// keep its job shown as running, and its lease held, for no further saving (a
+	// call holds at most half a batch anyway).
+	MaxCompleteLinger = time.Second
 	// DefaultStallWindow is the timeout rule's sign-of-life grace (pgrun.maintain).
 	DefaultStallWindow = time.Minute
 )
@@ -305,6 +321,8 @@ func (cfg Config) Validate() error {
 		return fmt.Errorf("runner: stall window %s is negative", cfg.StallWindow)
 	case cfg.MaxClaim < 0 || cfg.MaxClaim > MaxWorkers:
 		return fmt.Errorf("runner: max claim %d is not valid (1 to %d)", cfg.MaxClaim, MaxWorkers)
+	case cfg.CompleteLinger > MaxCompleteLinger:
+		return fmt.Errorf("runner: complete linger %s is over %s (0 for the default, negative for none)", cfg.CompleteLinger, MaxCompleteLinger)
 	case cfg.TelemetryInterval > 0 && cfg.TelemetryInterval < MinPollInterval:
 		return fmt.Errorf("runner: telemetry interval %s is too short (at least %s, or 0 for none)", cfg.TelemetryInterval, MinPollInterval)
 	}

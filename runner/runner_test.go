@@ -39,6 +39,7 @@ func TestNewRefusesABadConfig(t *testing.T) {
 		"poll interval 1ms is too short":         {Queues: one, PollInterval: time.Millisecond},
 		"telemetry interval 1ms is too short":    {Queues: one, TelemetryInterval: time.Millisecond},
 		"max claim 20000 is not valid":           {Queues: one, MaxClaim: 20000},
+		"complete linger 2s is over 1s":          {Queues: one, CompleteLinger: 2 * time.Second},
 		"watchdog abandon-after -1s is negative": {Queues: one, Watchdog: runner.WatchdogConfig{AbandonAfter: -time.Second}},
 	} {
 		r, err := runner.New(pool, cfg)

@@ -332,6 +332,8 @@ func TestWorkRejectsBadFlagsBeforeConnecting(t *testing.T) {
 		{[]string{"--grace", "-5s"}, []string{"--grace -5s is negative"}},
 		{[]string{"--poll-interval", "1ms"}, []string{"--poll-interval 1ms is too short", "10ms or more"}},
 		{[]string{"--poll-interval", "0s"}, []string{"--poll-interval 0s is too short"}},
+		{[]string{"--complete-linger", "2s"}, []string{"--complete-linger 2s is not valid", "0 (record every success with the next call) to 1s"}},
+		{[]string{"--complete-linger", "-1ms"}, []string{"--complete-linger -1ms is not valid"}},
 		{[]string{"--queues", "default=99999999999"}, []string{"--queues: worker count 99999999999 of queue default is over the limit of 10000"}},
 		{[]string{"--queues", "default=10001"}, []string{"--queues: worker count 10001 of queue default is over the limit of 10000"}},
 		{[]string{"--queues", "default=99999999999999999999999"}, []string{`--queues: worker count "99999999999999999999999" of queue default is out of range: give 1 to 10000`}},
@@ -361,7 +363,7 @@ func TestWorkRejectsBadFlagsBeforeConnecting(t *testing.T) {
 func TestWorkFlagsAtTheirBounds(t *testing.T) {
 	t.Parallel()
 	f := &workFlags{queues: "default=10000,images=1,gpu=gpu", workerID: strings.Repeat("é", 200),
-		logLevel: "debug", lease: time.Second, poll: 10 * time.Millisecond}
+		logLevel: "debug", lease: time.Second, poll: 10 * time.Millisecond, linger: time.Second}
 	cfg, level, err := f.config(func(string) bool { return true })
 	require.NoError(t, err)
 	require.Equal(t, slog.LevelDebug, level)
@@ -369,6 +371,7 @@ func TestWorkFlagsAtTheirBounds(t *testing.T) {
 	require.Equal(t, time.Second, cfg.Lease)
 	require.Equal(t, 10*time.Millisecond, cfg.PollInterval)
 	require.Equal(t, time.Nanosecond, cfg.ShutdownGrace, "--grace 0 means no grace, not the runner's default")
+	require.Equal(t, time.Second, cfg.CompleteLinger)
 
 	f = &workFlags{queues: "default=8", logLevel: "info", grace: 3 * time.Second, poll: time.Second}
 	cfg, _, err = f.config(func(string) bool { return false })
@@ -376,6 +379,7 @@ func TestWorkFlagsAtTheirBounds(t *testing.T) {
 	require.Zero(t, cfg.Lease, "0 leaves the lease to each queue's default_lease")
 	require.Empty(t, cfg.WorkerID, "no --worker-id: the runner picks host:pid:random")
 	require.Equal(t, 3*time.Second, cfg.ShutdownGrace)
+	require.Negative(t, cfg.CompleteLinger, "--complete-linger 0 means none, not the runner's default")
 }
 
 // A command that only groups others fails on an unknown or missing subcommand

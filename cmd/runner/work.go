@@ -32,6 +32,7 @@ func init() { commands = append(commands, newWorkCmd) }
 type workFlags struct {
 	queues, workerID, logLevel string
 	grace, lease, poll         time.Duration
+	linger                     time.Duration // --complete-linger
 	listenURL                  string
 	// examples registers the example handlers (runner.RegisterExamples and the
 	// embeddings example); telemetry is the host sampling interval (0: none).
@@ -74,6 +75,9 @@ func (f *workFlags) config(changed func(string) bool) (runner.Config, slog.Level
 	if f.poll < minPollInterval {
 		return runner.Config{}, level, fmt.Errorf("--poll-interval %s is too short: give %s or more", f.poll, minPollInterval)
 	}
+	if f.linger < 0 || f.linger > runner.MaxCompleteLinger {
+		return runner.Config{}, level, fmt.Errorf("--complete-linger %s is not valid: give 0 (record every success with the next call) to %s", f.linger, runner.MaxCompleteLinger)
+	}
 	if f.telemetry < 0 || (f.telemetry > 0 && f.telemetry < minPollInterval) {
 		return runner.Config{}, level, fmt.Errorf("--telemetry-interval %s is not valid: give 0 (no host samples) or %s or more", f.telemetry, minPollInterval)
 	}
@@ -107,6 +111,10 @@ func (f *workFlags) config(changed func(string) bool) (runner.Config, slog.Level
 		ListenURL:     f.listenURL,
 
 		TelemetryInterval: f.telemetry,
+		CompleteLinger:    f.linger,
+	}
+	if f.linger == 0 {
+		cfg.CompleteLinger = -1 // the flag's 0 means none; the runner reads 0 as its default
 	}
 	if cfg.ListenURL == "" {
 		cfg.ListenURL = os.Getenv("PGRUN_LISTEN_URL")
@@ -160,7 +168,7 @@ handlers a program registers (see the runner package) are the only ones.
 
 Every flag is checked before connecting: --queues takes name=N with N from 1 to
 10000 (or gpu), --lease 0 or at least 1s, --grace 0 or more, --poll-interval at
-least 10ms, --worker-id 1 to 200 characters.
+least 10ms, --complete-linger 0 to 1s, --worker-id 1 to 200 characters.
 
 Through a transaction-mode pooler (PgBouncer, a cloud pooler), --database-url is the
 pooled URL and --listen-url (default $PGRUN_LISTEN_URL) a direct one to the same
@@ -220,6 +228,7 @@ serves Prometheus metrics (docs/metrics.md).`,
 	cmd.Flags().DurationVar(&f.grace, "grace", runner.DefaultShutdownGrace, "how long in-flight jobs may finish after SIGTERM (0: cancel them at once)")
 	cmd.Flags().DurationVar(&f.lease, "lease", 0, "claim lease, at least 1s, renewed every lease/3 (0: each queue's default_lease, else "+pgrun.DefaultLease.String()+")")
 	cmd.Flags().DurationVar(&f.poll, "poll-interval", runner.DefaultPollInterval, "how often each queue is polled without a notification (at least 10ms)")
+	cmd.Flags().DurationVar(&f.linger, "complete-linger", runner.DefaultCompleteLinger, "under load, how long a plain job's success may wait to share a completion call (0: none; at most 1s)")
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	cmd.Flags().BoolVar(&f.examples, "examples", false, "serve the example operations (noop, sleep, echo, fail, later, fanout, and the embeddings example)")
 	cmd.Flags().DurationVar(&f.telemetry, "telemetry-interval", runner.DefaultTelemetryInterval, "how often to record a hardware sample of this host for the UI (0: none; else at least 10ms)")
