@@ -214,7 +214,7 @@ func (c *completer) flush(ctx context.Context) int {
 // 0.7 ms of processor time on two slow cores, whatever its size) on top of its rows,
 // and in a steady state of 22,500 jobs a second one call in flight at a time made
 // calls of 83–95 successes. Held for up to 20 ms they grew to 481–488, and the host's
-// processors were 5–12 points less busy (docs/benchmarks.md, seventh pass), which
+// processors were 3–12 points less busy (docs/benchmarks.md, seventh pass), which
 // the start latency's tail feels on a busy machine. River's batch completer holds
 // longer: it looks every 50 ms and completes once 100 wait, or every 250 ms.
 //
