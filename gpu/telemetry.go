@@ -85,25 +85,33 @@ func readCPU(path string) (busy, total uint64, err error) {
 	if err != nil {
 		return 0, 0, fmt.Errorf("cpu: %w", err)
 	}
-	line, _, _ := bytes.Cut(b, []byte("\n"))
+	if busy, total, err = ParseProcStat(b); err != nil {
+		return 0, 0, fmt.Errorf("%w (%s)", err, path)
+	}
+	return busy, total, nil
+}
+
+// ParseProcStat reads the aggregate "cpu" line of a /proc/stat and returns the
+// processor time in clock ticks, busy and in all: user nice system idle iowait irq
+// softirq steal, of which idle and iowait are not busy. guest and guest_nice follow
+// them, and are left out: user and nice already count them.
+func ParseProcStat(stat []byte) (busy, total uint64, err error) {
+	line, _, _ := bytes.Cut(stat, []byte("\n"))
 	f := strings.Fields(string(line))
 	if len(f) < 5 || f[0] != "cpu" {
-		return 0, 0, fmt.Errorf("cpu: unexpected first line %q of %s", line, path)
+		return 0, 0, fmt.Errorf("cpu: unexpected first line %q", line)
 	}
-	var v []uint64
-	for _, x := range f[1:] {
+	for i, x := range f[1:min(len(f), 9)] {
 		n, err := strconv.ParseUint(x, 10, 64)
 		if err != nil {
-			return 0, 0, fmt.Errorf("cpu: %q in %s: %w", x, path, err)
+			return 0, 0, fmt.Errorf("cpu: %q: %w", x, err)
 		}
-		v = append(v, n)
 		total += n
+		if i != 3 && i != 4 { // idle, iowait
+			busy += n
+		}
 	}
-	idle := v[3]
-	if len(v) > 4 {
-		idle += v[4] // iowait
-	}
-	return total - idle, total, nil
+	return busy, total, nil
 }
 
 // readMem returns MemTotal and MemTotal-MemAvailable from /proc/meminfo, in bytes.

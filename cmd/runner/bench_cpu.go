@@ -1,9 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"os"
-	"strconv"
+
+	"github.com/pgrun/pgrun/gpu"
 )
 
 // A steady-state bench's enqueuer and runner share this host's processors, and so
@@ -27,27 +27,14 @@ func readCPU() cpuSample {
 	return parseCPU(b)
 }
 
-// parseCPU reads the aggregate "cpu" line of /proc/stat: user nice system idle iowait
-// irq softirq steal, then guest and guest_nice, which user and nice already count.
+// parseCPU reads the aggregate "cpu" line of /proc/stat (gpu.ParseProcStat, the
+// host telemetry's reading).
 func parseCPU(stat []byte) cpuSample {
-	line, _, _ := bytes.Cut(stat, []byte("\n"))
-	f := bytes.Fields(line)
-	if len(f) < 5 || string(f[0]) != "cpu" {
+	busy, total, err := gpu.ParseProcStat(stat)
+	if err != nil {
 		return cpuSample{}
 	}
-	var s cpuSample
-	for i, v := range f[1:min(len(f), 9)] {
-		n, err := strconv.ParseUint(string(v), 10, 64)
-		if err != nil {
-			return cpuSample{}
-		}
-		s.total += n
-		if i != 3 && i != 4 {
-			s.busy += n
-		}
-	}
-	s.ok = true
-	return s
+	return cpuSample{busy: busy, total: total, ok: true}
 }
 
 // busyBetween is the fraction of the host's processor time that was busy from a to b,
