@@ -395,23 +395,18 @@ returns trigger
 language plpgsql
 set search_path = pgrun, pg_catalog
 as $$
-declare
-  q text;
 begin
   if not exists (select 1 from pgrun.queues x where pgrun.announces_room(x.max_running, x.concurrency_limit)) then
     return null;
   end if;
-  for q in
-    -- Not running now, and claimed once (claimed_by is never cleared): mostly jobs
-    -- this statement took out of running; a redrive of a failed job also passes,
-    -- and costs a claim that finds the limit as it was.
-    select distinct n.queue from left_new n
-    where n.status <> 'running' and n.claimed_by is not null
-      and exists (select 1 from pgrun.queues x
-                  where x.name = n.queue and pgrun.announces_room(x.max_running, x.concurrency_limit))
-  loop
-    perform pg_notify('pgrun_jobs', q);
-  end loop;
+  -- Not running now, and claimed once (claimed_by is never cleared): mostly jobs this
+  -- statement took out of running; a redrive of a failed job also passes, and costs a
+  -- claim that finds the limit as it was.
+  perform pg_notify('pgrun_jobs', r.queue)
+  from (select distinct n.queue from left_new n
+        where n.status <> 'running' and n.claimed_by is not null
+          and exists (select 1 from pgrun.queues x
+                      where x.name = n.queue and pgrun.announces_room(x.max_running, x.concurrency_limit))) r;
   return null;
 end;
 $$;
