@@ -110,6 +110,11 @@ func TestWorkerRole(t *testing.T) {
 	testkit.Denied(t, b, p, `select pgrun.maintain()`)
 	testkit.Denied(t, b, p, `select pgrun.set_worker_control('h', '*', 'off')`)
 	testkit.Denied(t, b, p, `update pgrun.jobs set status = 'queued' where id = $1`, other.ID)
+	// The unguarded batch writes behind claim_jobs and complete_jobs are the engine's.
+	testkit.Denied(t, b, p, `select pgrun.claim_locked(array[$1::bigint], 'w-mine', now(), '1 minute')`, other.ID)
+	testkit.Denied(t, b, p, `select pgrun.succeed_running(array[$1::bigint], array[$2::int], null, null, 'w-other', 100, now())`,
+		other.ID, other.Attempt)
+	require.Equal(t, pgrun.StatusRunning, testkit.JobStatus(t, b, other.ID))
 }
 
 // pgrun_admin operates: queues, schedules, worker control, cancel, retry, maintain;
@@ -184,8 +189,7 @@ func TestSecurityDefinerFunctionsArePinned(t *testing.T) {
 		// The search_path is pinned, and is the only setting a definer carries.
 		require.Equal(t, "search_path=pgrun, pg_catalog, pg_temp", d.Config, d.F)
 		// EXECUTE runs constant text only: a literal, or a variable declared
-		// constant with a literal (the batch writes that must be planned per call,
-		// 30_claim.sql), with the values as parameters.
+		// constant with a literal, with the values as parameters.
 		for _, m := range executed.FindAllStringSubmatch(d.Src, -1) {
 			what := m[1]
 			if strings.HasPrefix(what, "'") || strings.EqualFold(what, "function") || strings.EqualFold(what, "procedure") {

@@ -354,3 +354,46 @@ func requireNoPairwiseJoin(t *testing.T, plans []string, least int, what string)
 		}
 	}
 }
+
+// The batch writes planned once (claim_locked, succeed_running: 30_claim.sql) pin the
+// planner, and every trigger an UPDATE of pgrun.jobs fires, which runs under those
+// settings, sets the planner's own choices back: planned under the writes' pins, a
+// trigger's statement would keep a generic plan with no sequential scan or nested
+// loop for the rest of the session, whoever fired it next.
+func TestPlannedOnceWritesPinThePlannerAndTriggersUnpinIt(t *testing.T) {
+	b := testkit.Setup(t)
+	config := func(q string) map[string]string {
+		t.Helper()
+		rows, err := b.Pool.Query(b.Ctx, q)
+		require.NoError(t, err)
+		got := map[string]string{}
+		for rows.Next() {
+			var name, conf string
+			require.NoError(t, rows.Scan(&name, &conf))
+			got[name] = conf
+		}
+		require.NoError(t, rows.Err())
+		return got
+	}
+	writes := config(`select p.proname::text, array_to_string(p.proconfig, ';') from pg_proc p
+		where p.pronamespace = 'pgrun'::regnamespace and p.proname in ('claim_locked', 'succeed_running')`)
+	require.Len(t, writes, 2)
+	for f, conf := range writes {
+		for _, pin := range []string{"plan_cache_mode=force_generic_plan", "enable_seqscan=off", "enable_nestloop=off", "jit=off"} {
+			require.Contains(t, strings.Split(conf, ";"), pin, f)
+		}
+	}
+	// Triggers on pgrun.jobs that fire on UPDATE (tgtype bit 16).
+	triggers := config(`select distinct p.proname::text, coalesce(array_to_string(p.proconfig, ';'), '')
+		from pg_trigger g join pg_proc p on p.oid = g.tgfoid
+		where g.tgrelid = 'pgrun.jobs'::regclass and not g.tgisinternal and g.tgtype & 16 <> 0`)
+	require.Contains(t, triggers, "jobs_dispatch")
+	for f, conf := range triggers {
+		if f == "jobs_mark_dispatched" {
+			continue // sets a column of its row; its one call (clock) reads a setting by key
+		}
+		for _, pin := range []string{"plan_cache_mode=auto", "enable_seqscan=on", "enable_nestloop=on"} {
+			require.Contains(t, strings.Split(conf, ";"), pin, "trigger function %s", f)
+		}
+	}
+}

@@ -25,6 +25,59 @@ immutable
 parallel safe
 return max_running is not null or concurrency_limit is not null;
 
+-- claim_locked turns the jobs that ids names, which the calling transaction has locked
+-- FOR UPDATE as still queued (claim_jobs), into worker's running claims at now with a
+-- lease of length lease, and returns them. The guard is the row lock the caller took;
+-- the UPDATE deliberately repeats no status filter: with one, the planner may fetch
+-- the ids through the partial claim index (id is its last column) and scan the whole
+-- backlog per claim. No role may call it (90_privileges.sql grants it to none); only
+-- claim_jobs, running as the engine, does.
+--
+-- Planned once. The batch writes of the hot path (claim_locked, and complete_jobs'
+-- succeed_running, 32_transitions.sql) each live in a function of their own whose
+-- plan is made once per session and kept: planned for each call (by EXECUTE, as they
+-- were), they cost every claim and completion a parse and a plan, and a plan of
+-- "id = any ($1)" with the ids as constants estimates each element: a fifth of the
+-- server's processor time for a claim and a completion of 20 jobs, a tenth at 500
+-- (docs/benchmarks.md, eighth pass). A plan made once must not depend on the size of
+-- the table when it was made: PostgreSQL's own choice, made while pgrun.jobs was small
+-- (a fresh database, a quiet queue after a purge), read the table with a sequential
+-- scan for every later claim, 130 ms a claim at 100,000 jobs. So the planner is
+-- pinned for these functions: a generic plan from the first call
+-- (plan_cache_mode), never a sequential scan (enable_seqscan off; the batch's ids
+-- restrict pgrun.jobs by primary key) nor a nested loop (enable_nestloop off: a loop
+-- that compares every pair of a batch and its rows), and no JIT (a disabled plan
+-- node's cost would look worth compiling). The settings hold for everything the
+-- statement runs, triggers included, so every trigger function an UPDATE of
+-- pgrun.jobs fires that runs statements of its own sets the first three back to
+-- PostgreSQL's defaults (jobs_room_made below, jobs_dispatch in 34_dispatch.sql);
+-- tests/plan_check_test.go checks both.
+create or replace function pgrun.claim_locked(
+  ids     bigint[],
+  worker  text,
+  at      timestamptz,
+  lease   interval
+)
+returns setof pgrun.jobs
+language plpgsql
+set search_path = pgrun, pg_catalog
+set plan_cache_mode = force_generic_plan
+set enable_seqscan = off
+set enable_nestloop = off
+set jit = off
+as $$
+begin
+  return query
+  update pgrun.jobs j
+  set status = 'running', attempt = j.attempt + 1, claimed_by = claim_locked.worker,
+      claim_id = gen_random_uuid(), lease_expires_at = claim_locked.at + claim_locked.lease,
+      lease_length = claim_locked.lease, started_at = claim_locked.at, heartbeat_at = null,
+      deadline_at = claim_locked.at + j.timeout
+  where j.id = any (claim_locked.ids)
+  returning j.*;
+end;
+$$;
+
 -- claim_jobs claims up to n due jobs of one queue for worker, in priority, run_at, id
 -- order, of the given kinds only (NULL: any kind; a worker passes the kinds it has
 -- handlers for, so a job nobody handles stays queued and is counted in
@@ -61,19 +114,7 @@ return max_running is not null or concurrency_limit is not null;
 -- one, the planner may fetch the ids through the partial claim index (id is its last
 -- column) and scan the whole backlog per claim.
 --
--- The UPDATE that claims the locked ids is run by EXECUTE (claim_update: constant
--- text, the values passed as parameters), so it is planned for each call with its
--- arguments and the table's size at the time. A cached generic plan is made once and
--- kept for the session: made while pgrun.jobs was small (a fresh database, a quiet
--- queue after a purge), PostgreSQL's own choice after five calls read the table with
--- a sequential scan for every later claim, 130 ms a claim at 100,000 jobs, and a
--- forced one started 386 jobs/s instead of 9,000 in the steady-state bench.
--- complete_jobs and renew_leases, which also write a batch by id, do the same
--- (tests/plan_check_test.go grows the table under an old session). Only those
--- statements: a function-wide plan_cache_mode = force_custom_plan, tried first,
--- applies to everything the call runs, the workflow dispatch its triggers do
--- included, and doubled the time from a node's completion to its dependent's start
--- (7.5 to 15 ms p50 in runner bench --workflow).
+-- The UPDATE that claims the locked ids is claim_locked's (above): planned once.
 create or replace function pgrun.claim_jobs(
   queue           text,
   worker          text,
@@ -91,13 +132,6 @@ set search_path = pgrun, pg_catalog
 as $$
 #variable_conflict use_column
 declare
-  -- $1 the ids to claim (locked by this transaction), $2 worker, $3 now, $4 lease.
-  claim_update constant text := 'update pgrun.jobs j
-    set status = ''running'', attempt = j.attempt + 1, claimed_by = $2,
-        claim_id = gen_random_uuid(), lease_expires_at = $3 + $4, lease_length = $4,
-        started_at = $3, heartbeat_at = null, deadline_at = $3 + j.timeout
-    where j.id = any ($1)
-    returning j.*';
   v_now     timestamptz := pgrun.clock();
   v_left    integer := n;
   v_got     integer;
@@ -183,7 +217,7 @@ begin
       limit v_left);
     v_ids := array(select c.id from pgrun.jobs c where c.id = any (v_ids) and c.status = 'queued'
                    for update skip locked);
-    return query execute claim_update using v_ids, worker, v_now, lease;
+    return query select * from pgrun.claim_locked(v_ids, worker, v_now, lease);
     get diagnostics v_total = row_count;
   else
     -- With models, a first pass ("warm") takes jobs whose model is warm here among
@@ -262,7 +296,7 @@ begin
       -- Nothing to claim in this pass: no UPDATE, whose statement trigger
       -- (jobs_dispatch) would run even for no rows.
       continue when cardinality(v_ids) = 0;
-      return query execute claim_update using v_ids, worker, v_now, lease;
+      return query select * from pgrun.claim_locked(v_ids, worker, v_now, lease);
       get diagnostics v_got = row_count;
       v_left := v_left - v_got;
       v_total := v_total + v_got;
@@ -394,6 +428,10 @@ create or replace function pgrun.jobs_room_made()
 returns trigger
 language plpgsql
 set search_path = pgrun, pg_catalog
+-- The planner's own choices, whatever the UPDATE that fired it pinned (claim_locked).
+set plan_cache_mode = auto
+set enable_seqscan = on
+set enable_nestloop = on
 as $$
 begin
   if not exists (select 1 from pgrun.queues x where pgrun.announces_room(x.max_running, x.concurrency_limit)) then

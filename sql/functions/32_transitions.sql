@@ -8,6 +8,62 @@
 -- token: after an asynchronous failover an attempt number can be handed out twice,
 -- a claim token never is.
 
+-- succeed_running is complete_jobs' write: each (id, attempt) of the batch still
+-- running under that attempt (for worker, and under its claim id, when given; its
+-- result within max_bytes) succeeds at now with its result. Returns the ids it
+-- finished. No role may call it; complete_jobs, running as the engine, checks the
+-- batch first. Planned once, with the planner pinned (30_claim.sql, claim_locked).
+--
+-- The expected status and worker come in as columns of the unnested batch (r.status,
+-- r.worker), not as constants: compared with constants they are restrictions on
+-- pgrun.jobs, which the statistics can make look like no row at all (a table never
+-- analyzed, or analyzed while every job was queued and claimed_by NULL); the planner
+-- then read the jobs first and matched each to every row of the batch, 1.3 s for a
+-- batch of 1,000 on a table of 12,000 rows. Compared with the batch's columns they
+-- only join. status is compared as text for the same reason: as "status = 'running'"
+-- the planner may match the partial index of running rows and scan all of them per
+-- batch (seen with 300k running rows of dead workers not yet reaped). And the ids
+-- restrict pgrun.jobs directly as well (j.id = any ($1)), which gives the planner a
+-- way to read only the batch's rows by primary key that no statistics make look
+-- dearer than reading the table: vacuumed while nearly empty (a purge, an ephemeral
+-- queue that deleted its jobs) and refilled since, the table looks like a few rows
+-- however large it is, and the join alone then hashed the whole table for every batch
+-- or compared every job with every element of it (over 20 s a batch of 1,000 with
+-- two million jobs). tests/plan_check_test.go holds these cases.
+create or replace function pgrun.succeed_running(
+  ids        bigint[],
+  attempts   integer[],
+  results    jsonb[],
+  claim_ids  uuid[],
+  worker     text,
+  max_bytes  integer,
+  at         timestamptz
+)
+returns setof bigint
+language plpgsql
+set search_path = pgrun, pg_catalog
+set plan_cache_mode = force_generic_plan
+set enable_seqscan = off
+set enable_nestloop = off
+set jit = off
+as $$
+begin
+  return query
+  update pgrun.jobs j
+  set status = 'succeeded', finished_at = succeed_running.at, result = r.result, lease_expires_at = null
+  from unnest(ids, attempts, coalesce(results, array_fill(null::jsonb, array[cardinality(ids)])),
+              coalesce(claim_ids, array_fill(null::uuid, array[cardinality(ids)])),
+              array_fill('running'::text, array[cardinality(ids)]),
+              array_fill(succeed_running.worker, array[cardinality(ids)]))
+       as r(id, attempt, result, claim_id, status, worker)
+  where j.id = any (ids) and j.id = r.id and j.attempt = r.attempt and j.status::text = r.status
+    and (r.worker is null or j.claimed_by = r.worker)
+    and (r.claim_id is null or j.claim_id = r.claim_id)
+    and (r.result is null or pg_column_size(r.result) <= succeed_running.max_bytes)
+  returning j.id;
+end;
+$$;
+
 -- complete_jobs finishes running jobs in one statement. A pair (id, attempt) that is
 -- no longer running under that attempt is skipped, so duplicate or stale calls change
 -- nothing; the ids that did finish are returned. results may be NULL (no results).
@@ -17,7 +73,6 @@
 -- another worker is skipped like a stale one (check_reporter: only the engine's owner
 -- may leave it NULL). claim_ids, when given, holds each job's claim_id (an element
 -- NULL: any claim of that attempt), and a job is finished only under that claim.
--- Plans are custom, as claim_jobs' (30_claim.sql says why).
 create or replace function pgrun.complete_jobs(
   ids        bigint[],
   attempts   integer[],
@@ -54,9 +109,9 @@ begin
   end if;
   -- Ephemeral queues (set_queue): their plain jobs are deleted as they succeed, in this
   -- statement. The common case, no such queue at all, keeps the one UPDATE below.
-  -- The DELETE and the UPDATE below run by EXECUTE (constant text, the values as
-  -- parameters: $1 ids, $2 attempts, $3 results, $4 claim ids, $5 worker, $6 the
-  -- size limit, $7 now), so that each is planned for this call: see claim_jobs.
+  -- The DELETE runs by EXECUTE (constant text, the values as parameters: $1 ids, $2
+  -- attempts, $3 results, $4 claim ids, $5 worker, $6 the size limit), so that it is
+  -- planned for this call; the UPDATE is succeed_running's, planned once (30_claim.sql).
   if exists (select 1 from pgrun.queues q where q.ephemeral) then
     return query execute
     'delete from pgrun.jobs j
@@ -79,35 +134,7 @@ begin
       where q.ephemeral and pgrun.announces_room(q.max_running, q.concurrency_limit);
     end if;
   end if;
-  -- The expected status and worker come in as columns of the unnested batch (r.status,
-  -- r.worker), not as constants: compared with constants they are restrictions on
-  -- pgrun.jobs, which the statistics can make look like no row at all (a table never
-  -- analyzed, or analyzed while every job was queued and claimed_by NULL); the planner
-  -- then read the jobs first and matched each to every row of the batch, 1.3 s for a
-  -- batch of 1,000 on a table of 12,000 rows. Compared with the batch's columns they
-  -- only join. status is compared as text for the same reason: as "status = 'running'"
-  -- the planner may match the partial index of running rows and scan all of them per
-  -- batch (seen with 300k running rows of dead workers not yet reaped). And the ids
-  -- restrict pgrun.jobs directly as well (j.id = any ($1)), which gives the planner a
-  -- way to read only the batch's rows by primary key that no statistics make look
-  -- dearer than reading the table: vacuumed while nearly empty (a purge, an ephemeral
-  -- queue that deleted its jobs) and refilled since, the table looks like a few rows
-  -- however large it is, and the join alone then hashed the whole table for every batch
-  -- or compared every job with every element of it (over 20 s a batch of 1,000 with
-  -- two million jobs). tests/plan_check_test.go holds these cases.
-  return query execute
-  'update pgrun.jobs j
-   set status = ''succeeded'', finished_at = $7, result = r.result, lease_expires_at = null
-   from unnest($1, $2, coalesce($3, array_fill(null::jsonb, array[cardinality($1)])),
-               coalesce($4, array_fill(null::uuid, array[cardinality($1)])),
-               array_fill(''running''::text, array[cardinality($1)]), array_fill($5::text, array[cardinality($1)]))
-        as r(id, attempt, result, claim_id, status, worker)
-   where j.id = any ($1) and j.id = r.id and j.attempt = r.attempt and j.status::text = r.status
-     and (r.worker is null or j.claimed_by = r.worker)
-     and (r.claim_id is null or j.claim_id = r.claim_id)
-     and (r.result is null or pg_column_size(r.result) <= $6)
-   returning j.id'
-  using ids, attempts, results, claim_ids, worker, v_limit, v_now;
+  return query select * from pgrun.succeed_running(ids, attempts, results, claim_ids, worker, v_limit, v_now);
   if results is not null then
     return query
     select f.id

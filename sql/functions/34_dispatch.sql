@@ -125,6 +125,10 @@ create or replace function pgrun.jobs_dispatch()
 returns trigger
 language plpgsql
 set search_path = pgrun, pg_catalog
+-- The planner's own choices, whatever the UPDATE that fired it pinned (claim_locked).
+set plan_cache_mode = auto
+set enable_seqscan = on
+set enable_nestloop = on
 as $$
 declare
   before    jsonb;
