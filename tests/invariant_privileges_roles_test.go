@@ -114,6 +114,8 @@ func TestWorkerRole(t *testing.T) {
 	testkit.Denied(t, b, p, `select pgrun.claim_locked(array[$1::bigint], 'w-mine', now(), '1 minute')`, other.ID)
 	testkit.Denied(t, b, p, `select pgrun.succeed_running(array[$1::bigint], array[$2::int], null, null, 'w-other', 100, now())`,
 		other.ID, other.Attempt)
+	testkit.Denied(t, b, p, `select pgrun.delete_succeeded(array[$1::bigint], array[$2::int], null, null, 'w-other', 100)`,
+		other.ID, other.Attempt)
 	require.Equal(t, pgrun.StatusRunning, testkit.JobStatus(t, b, other.ID))
 }
 

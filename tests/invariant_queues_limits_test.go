@@ -210,14 +210,16 @@ func TestQueueDefaultLease(t *testing.T) {
 // before that would still count the jobs): a completion, a failure sent back to the
 // queue, an ephemeral queue's completion, which deletes. A queue without such a limit
 // wakes nobody when its jobs finish, and neither does a claim, a lease renewal or a
-// completion rolled back.
+// completion rolled back; an ephemeral queue's completion wakes its own queue only, not
+// every ephemeral queue with a limit.
 func TestRoomUnderALimitWakesTheQueuesClaimers(t *testing.T) {
 	b := testkit.Setup(t)
 	testkit.ExecAll(t, b,
 		`select pgrun.set_queue('plain')`,
 		`select pgrun.set_queue('limited', max_running => 1)`,
 		`select pgrun.set_queue('keyed', concurrency_limit => 1)`,
-		`select pgrun.set_queue('gone', max_running => 1, ephemeral => true)`)
+		`select pgrun.set_queue('gone', max_running => 1, ephemeral => true)`,
+		`select pgrun.set_queue('also_gone', max_running => 1, ephemeral => true)`)
 	claimed := map[string]*pgrun.Job{}
 	for _, q := range []string{"plain", "limited", "keyed", "gone"} {
 		_, err := pgrun.Enqueue(b.Ctx, b.Pool, "noop", nil, pgrun.Queue(q), pgrun.ConcurrencyKey("key-of-"+q))

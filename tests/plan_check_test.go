@@ -355,7 +355,8 @@ func requireNoPairwiseJoin(t *testing.T, plans []string, least int, what string)
 	}
 }
 
-// The batch writes planned once (claim_locked, succeed_running: 30_claim.sql) pin the
+// The batch writes planned once (claim_locked, succeed_running, delete_succeeded:
+// 30_claim.sql) pin the
 // planner, and every trigger an UPDATE of pgrun.jobs fires, which runs under those
 // settings, sets the planner's own choices back: planned under the writes' pins, a
 // trigger's statement would keep a generic plan with no sequential scan or nested
@@ -376,8 +377,8 @@ func TestPlannedOnceWritesPinThePlannerAndTriggersUnpinIt(t *testing.T) {
 		return got
 	}
 	writes := config(`select p.proname::text, array_to_string(p.proconfig, ';') from pg_proc p
-		where p.pronamespace = 'pgrun'::regnamespace and p.proname in ('claim_locked', 'succeed_running')`)
-	require.Len(t, writes, 2)
+		where p.pronamespace = 'pgrun'::regnamespace and p.proname in ('claim_locked', 'succeed_running', 'delete_succeeded')`)
+	require.Len(t, writes, 3)
 	for f, conf := range writes {
 		for _, pin := range []string{"plan_cache_mode=force_generic_plan", "enable_seqscan=off", "enable_nestloop=off", "jit=off"} {
 			require.Contains(t, strings.Split(conf, ";"), pin, f)

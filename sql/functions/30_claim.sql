@@ -34,7 +34,7 @@ return max_running is not null or concurrency_limit is not null;
 -- claim_jobs, running as the engine, does.
 --
 -- Planned once. The batch writes of the hot path (claim_locked, and complete_jobs'
--- succeed_running, 32_transitions.sql) each live in a function of their own whose
+-- succeed_running and delete_succeeded, 32_transitions.sql) each live in a function of their own whose
 -- plan is made once per session and kept: planned for each call (by EXECUTE, as they
 -- were), they cost every claim and completion a parse and a plan, and a plan of
 -- "id = any ($1)" with the ids as constants estimates each element: a fifth of the

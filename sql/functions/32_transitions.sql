@@ -64,6 +64,43 @@ begin
 end;
 $$;
 
+-- delete_succeeded is complete_jobs' write for ephemeral queues: it deletes each job
+-- of the batch that would succeed (succeed_running's rules) and is a plain job (no
+-- parent, no run) of an ephemeral queue, and returns its id and queue. No role may
+-- call it. Planned once, with the planner pinned (30_claim.sql, claim_locked).
+create or replace function pgrun.delete_succeeded(
+  ids        bigint[],
+  attempts   integer[],
+  results    jsonb[],
+  claim_ids  uuid[],
+  worker     text,
+  max_bytes  integer
+)
+returns table (id bigint, queue text)
+language plpgsql
+set search_path = pgrun, pg_catalog
+set plan_cache_mode = force_generic_plan
+set enable_seqscan = off
+set enable_nestloop = off
+set jit = off
+as $$
+begin
+  return query
+  delete from pgrun.jobs j
+  using unnest(ids, attempts, coalesce(results, array_fill(null::jsonb, array[cardinality(ids)])),
+               coalesce(claim_ids, array_fill(null::uuid, array[cardinality(ids)])),
+               array_fill('running'::text, array[cardinality(ids)]),
+               array_fill(delete_succeeded.worker, array[cardinality(ids)]))
+        as r(id, attempt, result, claim_id, status, worker), pgrun.queues q
+  where j.id = any (ids) and j.id = r.id and j.attempt = r.attempt and j.status::text = r.status
+    and (r.worker is null or j.claimed_by = r.worker)
+    and (r.claim_id is null or j.claim_id = r.claim_id)
+    and (r.result is null or pg_column_size(r.result) <= delete_succeeded.max_bytes)
+    and q.name = j.queue and q.ephemeral and j.parent_id is null and j.run_id is null
+  returning j.id, j.queue;
+end;
+$$;
+
 -- complete_jobs finishes running jobs in one statement. A pair (id, attempt) that is
 -- no longer running under that attempt is skipped, so duplicate or stale calls change
 -- nothing; the ids that did finish are returned. results may be NULL (no results).
@@ -88,7 +125,8 @@ declare
   v_limit integer := pgrun.max_json_bytes();
   -- Once, not per row: a call of pgrun.clock() costs microseconds (see clock).
   v_now   timestamptz := pgrun.clock();
-  v_deleted integer;
+  v_gone  bigint[];
+  v_gone_queues text[];
 begin
   perform pgrun.check_reporter(worker);
   if ids is null then
@@ -108,31 +146,17 @@ begin
       using errcode = '22023', hint = 'Complete at most 10000 jobs per call.';
   end if;
   -- Ephemeral queues (set_queue): their plain jobs are deleted as they succeed, in this
-  -- statement. The common case, no such queue at all, keeps the one UPDATE below.
-  -- The DELETE runs by EXECUTE (constant text, the values as parameters: $1 ids, $2
-  -- attempts, $3 results, $4 claim ids, $5 worker, $6 the size limit), so that it is
-  -- planned for this call; the UPDATE is succeed_running's, planned once (30_claim.sql).
+  -- statement (delete_succeeded). The common case, no such queue at all, keeps the one
+  -- UPDATE below.
   if exists (select 1 from pgrun.queues q where q.ephemeral) then
-    return query execute
-    'delete from pgrun.jobs j
-     using unnest($1, $2, coalesce($3, array_fill(null::jsonb, array[cardinality($1)])),
-                  coalesce($4, array_fill(null::uuid, array[cardinality($1)])),
-                  array_fill(''running''::text, array[cardinality($1)]), array_fill($5::text, array[cardinality($1)]))
-           as r(id, attempt, result, claim_id, status, worker), pgrun.queues q
-     where j.id = any ($1) and j.id = r.id and j.attempt = r.attempt and j.status::text = r.status
-       and (r.worker is null or j.claimed_by = r.worker)
-       and (r.claim_id is null or j.claim_id = r.claim_id)
-       and (r.result is null or pg_column_size(r.result) <= $6)
-       and q.name = j.queue and q.ephemeral and j.parent_id is null and j.run_id is null
-     returning j.id'
-    using ids, attempts, results, claim_ids, worker, v_limit;
-    get diagnostics v_deleted = row_count;
+    select array_agg(d.id), array_agg(distinct d.queue) into v_gone, v_gone_queues
+    from pgrun.delete_succeeded(ids, attempts, results, claim_ids, worker, v_limit) d;
+    return query select unnest(v_gone);
     -- Deleted, not updated: jobs_room_made (30_claim.sql) does not see these jobs
-    -- leave running, so their queue's claimers are woken here if it has a limit.
-    if v_deleted > 0 then
-      perform pg_notify('pgrun_jobs', q.name) from pgrun.queues q
-      where q.ephemeral and pgrun.announces_room(q.max_running, q.concurrency_limit);
-    end if;
+    -- leave running, so the claimers of their queues are woken here if they have a
+    -- limit.
+    perform pg_notify('pgrun_jobs', q.name) from pgrun.queues q
+    where q.name = any (v_gone_queues) and pgrun.announces_room(q.max_running, q.concurrency_limit);
   end if;
   return query select * from pgrun.succeed_running(ids, attempts, results, claim_ids, worker, v_limit, v_now);
   if results is not null then
