@@ -124,6 +124,28 @@ func TestRateLimitCapsStartsPerPeriod(t *testing.T) {
 	require.Equal(t, 10, claimCount(t, c.Conn, "api", "w", 100), "a new window")
 }
 
+// A rate window opens with the first claim that takes a job, not with a claim that
+// found nothing: an idle worker's empty claim must not start a window that ends just
+// after the first jobs arrive and lets the limit through twice in one period.
+func TestRateWindowOpensOnAStart(t *testing.T) {
+	b := testkit.Setup(t)
+	now := testkit.At("2030-01-01T10:00:00Z")
+	c := testkit.PinClock(t, b, now)
+	c.Exec(`select pgrun.set_queue('api', rate_limit => 10, rate_period => '1 minute')`)
+	require.Zero(t, claimCount(t, c.Conn, "api", "w", 100), "an idle queue")
+	var start *time.Time
+	c.QueryRow(`select rate_window_start from pgrun.queues where name = 'api'`, nil, &start)
+	require.Nil(t, start, "no window opened by an empty claim")
+
+	c.Set(now.Add(50 * time.Second))
+	c.Exec(`select pgrun.enqueue_jobs((select jsonb_agg(jsonb_build_object('kind', 'noop', 'queue', 'api', 'run_at', '2030-01-01T09:00:00Z')) from generate_series(1, 50)))`)
+	require.Equal(t, 10, claimCount(t, c.Conn, "api", "w", 100))
+	c.Set(now.Add(61 * time.Second))
+	require.Zero(t, claimCount(t, c.Conn, "api", "w", 100), "the window opened at the first start, 50 s in")
+	c.Set(now.Add(111 * time.Second))
+	require.Equal(t, 10, claimCount(t, c.Conn, "api", "w", 100), "a new window")
+}
+
 // concurrency_limit bounds running jobs per concurrency_key (per-tenant fairness);
 // jobs without a key are not limited.
 func TestConcurrencyKeyLimitsRunningPerKey(t *testing.T) {

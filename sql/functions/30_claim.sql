@@ -304,7 +304,9 @@ begin
     end loop;
   end if;
 
-  if q.rate_limit is not null then
+  -- A claim that took nothing leaves the window as it was: an idle worker's claim does
+  -- not open one (it would end, for no start, while the first jobs wait for it).
+  if q.rate_limit is not null and v_total > 0 then
     update pgrun.queues x set rate_window_start = q.rate_window_start,
       rate_window_count = q.rate_window_count + v_total
     where x.name = claim_jobs.queue;
