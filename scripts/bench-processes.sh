@@ -6,6 +6,7 @@
 #   scripts/bench-processes.sh                     # 200,000 jobs: 1, 4, 1, 4 processes
 #   JOBS=1000000 scripts/bench-processes.sh 1 4
 #   POOL=2 scripts/bench-processes.sh 1 4          # pool_max_conns of each process
+#   RUNNER_BIN=/tmp/old/runner scripts/bench-processes.sh 1 4   # another build's runner
 #
 # For each count it (re)creates the database pgrun_procs_bench, enqueues JOBS no-op
 # jobs, vacuums, takes a checkpoint, starts the processes (WORKERS slots each, pgx's
@@ -42,7 +43,11 @@ cleanup() {
   psql "$server" -qc "drop database if exists $db with (force)" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
-go build -o "$work/runner" ./cmd/runner
+if [ -n "${RUNNER_BIN:-}" ]; then
+  cp "$RUNNER_BIN" "$work/runner" # another build, for an A/B comparison
+else
+  go build -o "$work/runner" ./cmd/runner
+fi
 
 for n in "${counts[@]}"; do
   psql "$server" -qc "drop database if exists $db with (force)" -c "create database $db"

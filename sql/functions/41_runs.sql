@@ -341,9 +341,16 @@ begin
 
   if not exists (select 1 from pgrun.jobs x where x.run_id = r.id and x.parent_id is null
                  and pgrun.is_active(x.status)) then
+    -- The run's jobs are read first (OFFSET 0 keeps them a subquery of their own), by
+    -- jobs_run_idx, and then ordered: as one query, "order by id limit 1" let the
+    -- planner walk the primary key from the table's first job, filtering for the run,
+    -- whenever stale statistics made a run look like a thousand rows or more (a table
+    -- vacuumed while nearly empty and refilled since): 30-190 ms for each finished run
+    -- on a table of 37,000 jobs, a chain of three nodes at 35-90 runs/s instead of 250.
     select x.* into bad
-    from pgrun.jobs x join pgrun.run_nodes(r) n on n.name = x.node
-    where x.run_id = r.id and x.parent_id is null and not pgrun.node_passed(x.status, x.error, n.optional)
+    from (select * from pgrun.jobs y where y.run_id = r.id and y.parent_id is null offset 0) x
+    join pgrun.run_nodes(r) n on n.name = x.node
+    where not pgrun.node_passed(x.status, x.error, n.optional)
     order by x.id limit 1;
     if found then
       update pgrun.runs set status = 'failed', finished_at = v_now,
