@@ -14,6 +14,9 @@ import (
 // rarely enough to cost nothing.
 const DefaultTelemetryInterval = 5 * time.Second
 
+// telemetryWriteTimeout bounds one record_hw call.
+const telemetryWriteTimeout = 2 * time.Second
+
 // telemetryLoop records a hardware sample of the host every TelemetryInterval
 // (pgrun.record_hw keeps an hour per host and notifies pgrun_hw), with the runner's
 // own share of it (its cgroup v2, or its process) apart from the rest.
@@ -35,7 +38,14 @@ func (r *Runner) telemetryLoop(ctx context.Context) {
 		gpus, _ := json.Marshal(sample.GPUs)
 		self := r.selfJSON(sample.Self)
 		began := time.Now()
-		if _, err := r.pool.Exec(ctx, sqlapi.RecordHW, r.cfg.Host, sample.CPUPct, sample.MemUsed, sample.MemTotal, gpus, self); err != nil {
+		// Not cancelled by a shutdown: a write cancelled on its way can still commit
+		// on the server after Run has returned (a sample that lands once the runner is
+		// gone). Run waits for this loop, so a shutdown waits for the write instead,
+		// at most telemetryWriteTimeout.
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), telemetryWriteTimeout)
+		_, err = r.pool.Exec(wctx, sqlapi.RecordHW, r.cfg.Host, sample.CPUPct, sample.MemUsed, sample.MemTotal, gpus, self)
+		cancel()
+		if err != nil {
 			if ctx.Err() == nil && !r.down.fail("record_hw", err) {
 				r.log.Warn("recording hardware sample failed", "err", err)
 			}
