@@ -57,7 +57,7 @@ func main() {
 	flag.IntVar(&c.PgrunWorkers, "pgrun-workers", 500, "pgrun runner slots (the default of `runner bench`)")
 	flag.IntVar(&c.RiverWorkers, "river-workers", 2_000, "River MaxWorkers (the setting of River's own `river bench`)")
 	flag.IntVar(&c.LimitConns, "limit-conns", 2, "connections of the bare claim/complete loop (database-side limit)")
-	flag.IntVar(&c.LimitClaim, "limit-claim", 500, "jobs per claim_jobs call of the bare loop (the runner's MaxClaim default)")
+	flag.IntVar(&c.LimitClaim, "limit-claim", 1_000, "jobs per claim_jobs call of the bare loop (the runner's MaxClaim default)")
 	flag.IntVar(&c.PoolConns, "pool-conns", 0, "max connections of each engine's pool (0: pgx's default, max(4, cores))")
 	flag.DurationVar(&c.StallTimeout, "stall-timeout", 2*time.Minute, "give up when a burn-down makes no progress for this long")
 	flag.BoolVar(&c.JSON, "json", false, "print the result as JSON instead of tables")
