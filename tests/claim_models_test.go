@@ -61,7 +61,7 @@ func TestAffinityIsATiebreakWithinPriority(t *testing.T) {
 // 100,000 such jobs. A plan check on what the claim reads, not a timing.
 func TestColdClaimReadsTheWorkersOnce(t *testing.T) {
 	b := testkit.Setup(t)
-	execAll(t, b,
+	testkit.ExecAll(t, b,
 		`select pgrun.worker_heartbeat('warm', 'h1', 1, '{gpu}', '{m1}')`,
 		`select pgrun.worker_heartbeat('cold', 'h2', 2, '{gpu}', '{}')`,
 		`select count(*) from pgrun.enqueue_columns(array_fill('embed'::text, array[5000]),

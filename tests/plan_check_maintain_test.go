@@ -27,7 +27,7 @@ func TestMaintainWithNothingDueScansNoBacklog(t *testing.T) {
 	// Statistics from before the claims, as a table analyzed between bursts has them:
 	// they show almost nothing running, which is when the planner took the running
 	// index for a cheap place to look.
-	execAll(t, b, `select count(pgrun.start_run('two')) from generate_series(1, 5000)`, `analyze pgrun.jobs`)
+	testkit.ExecAll(t, b, `select count(pgrun.start_run('two')) from generate_series(1, 5000)`, `analyze pgrun.jobs`)
 	var running int
 	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.claim_jobs('hot', 'w1', 10000, '1 hour')`).Scan(&running))
 	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) + $1 from pgrun.claim_jobs('hot', 'w2', 10000, '1 hour')`, running).Scan(&running))

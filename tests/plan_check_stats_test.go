@@ -21,7 +21,7 @@ import (
 func TestQueueStatsCountsRunningJobsInOnePass(t *testing.T) {
 	b := testkit.Setup(t)
 	seedHot(t, b, 30000)
-	execAll(t, b,
+	testkit.ExecAll(t, b,
 		`select count(*) from pgrun.claim_jobs('hot', 'w1', 10000, '1 hour')`,
 		`select count(*) from pgrun.claim_jobs('hot', 'w2', 10000, '1 hour')`,
 		`select count(pgrun.set_queue('q' || g)) from generate_series(1, 20) g`,
@@ -57,7 +57,7 @@ func TestQueueStatsCountsRunningJobsInOnePass(t *testing.T) {
 func TestWorkerStatusCountsHeldJobsInOnePass(t *testing.T) {
 	b := testkit.Setup(t)
 	seedHot(t, b, 30000)
-	execAll(t, b,
+	testkit.ExecAll(t, b,
 		`select count(pgrun.worker_heartbeat('w' || g, 'h' || g, g, array['hot'], '{}')) from generate_series(1, 12) g`,
 		`select count(*) from pgrun.claim_jobs('hot', 'w1', 10000, '1 hour')`,
 		`select count(*) from pgrun.claim_jobs('hot', 'w2', 9999, '1 hour')`,

@@ -85,15 +85,6 @@ func seedHot(t testing.TB, b *testkit.DB, rows int) {
 	require.NoError(t, err)
 }
 
-// execAll runs each of stmts on the pool, in order: a test's setup.
-func execAll(t testing.TB, b *testkit.DB, stmts ...string) {
-	t.Helper()
-	for _, s := range stmts {
-		_, err := b.Pool.Exec(b.Ctx, s)
-		require.NoError(t, err, s)
-	}
-}
-
 // analyzeSession is explainSession with the plans carrying what each node did
 // (auto_explain.log_analyze): rows, loops and rows removed by filters.
 func analyzeSession(t testing.TB, b *testkit.DB) (conn *pgx.Conn, plans func() []string) {
@@ -299,7 +290,7 @@ func vacuumNearlyEmpty(t testing.TB, b *testkit.DB) {
 	t.Helper()
 	enqueueBatchOn(t, b.Ctx, b.Pool, "gone", 12000)
 	enqueueBatchOn(t, b.Ctx, b.Pool, "last", 1)
-	execAll(t, b, `delete from pgrun.jobs where queue = 'gone'`, `vacuum analyze pgrun.jobs`)
+	testkit.ExecAll(t, b, `delete from pgrun.jobs where queue = 'gone'`, `vacuum analyze pgrun.jobs`)
 	var tuples float64
 	var pages int
 	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select reltuples, relpages from pg_class
