@@ -347,7 +347,9 @@ begin
     raise exception 'lease % is not positive', lease
       using errcode = '22023', hint = 'Pass a lease such as ''30 seconds'', or NULL for each queue''s default.';
   end if;
-  -- By EXECUTE, so that it is planned for each call (see claim_jobs).
+  -- By EXECUTE, so that it is planned for each call with its arguments: "$4 is null or
+  -- j.id = any ($4)" has no generic plan that reads by key, which a plan made once
+  -- needs (claim_locked says why). It runs once per lease third, not per job.
   return query execute
   'update pgrun.jobs j
    set lease_expires_at = $1 + coalesce($2,
