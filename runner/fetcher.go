@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"fmt"
-	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -33,7 +32,8 @@ type fetcher struct {
 	freedCh chan struct{}
 	// Owned by run:
 	reserved int  // jobs asked for by claims in flight
-	inflight int  // claims in flight
+	inflight int  // claims in flight, a sweep's not counted
+	sweeping bool // a sweep is in flight (resumer.sweep)
 	backlog  bool // the last claim came back full: more jobs are likely waiting
 	// drained is set when a claim came back short with no wake-up since it was sent:
 	// the queue has nothing due for this runner, so it claims again only when woken
@@ -74,6 +74,9 @@ type fetcher struct {
 	ranSum  time.Duration
 	ranN    int
 	closed  bool
+
+	// claimFn is claim; a test may put a stand-in here.
+	claimFn func(ctx context.Context, n int, after *claimKey) ([]*pgrun.Job, bool, error)
 }
 
 // maxInflight is how many claims of one queue a runner has in flight at once: two
@@ -101,6 +104,7 @@ type claimed struct {
 	err   error
 	took  time.Duration
 	warm  bool // sent with models warm here: its jobs need not follow key order
+	sweep bool // a sweep (resumer.sweep): one job from the queue's start
 }
 
 func newFetcher(r *Runner, queue string, slots int) *fetcher {
@@ -112,6 +116,7 @@ func newFetcher(r *Runner, queue string, slots int) *fetcher {
 		freedCh: make(chan struct{}, 1),
 	}
 	f.ratePeriod.Store(ratePeriodUnknown)
+	f.claimFn = f.claim
 	return f
 }
 
@@ -206,7 +211,7 @@ const claimErrorBackoff = time.Second
 func (f *fetcher) run(ctx context.Context) {
 	poll := time.NewTicker(f.r.cfg.PollInterval)
 	defer poll.Stop()
-	results := make(chan claimed, maxInflight)
+	results := make(chan claimed, maxInflight+1) // and a sweep
 	// A claim in flight at shutdown is waited for and its jobs started while slots
 	// are free: on the server they are this runner's, and the shutdown sequence handles
 	// them as it does the others. (Claims are not cancelled by shutdown; see
@@ -215,8 +220,10 @@ func (f *fetcher) run(ctx context.Context) {
 		f.readyMu.Lock()
 		f.closed = true // a slot that frees from now on is not passed on
 		f.readyMu.Unlock()
-		for ; f.inflight > 0; f.inflight-- {
-			_ = f.took(<-results)
+		for f.inflight > 0 || f.sweeping {
+			res := <-results
+			f.returned(res)
+			_ = f.took(res)
 		}
 		f.requeueBuffered()
 	}()
@@ -234,7 +241,7 @@ func (f *fetcher) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case res := <-results:
-			f.inflight--
+			f.returned(res)
 			if err := f.took(res); err != nil {
 				if ctx.Err() != nil {
 					return
@@ -316,30 +323,47 @@ func (f *fetcher) rateRetry() time.Duration {
 // for no more often than this.
 const rateRetryMin = 5 * time.Millisecond
 
+// returned accounts for a claim that came back.
+func (f *fetcher) returned(res claimed) {
+	if res.sweep {
+		f.sweeping = false
+	} else {
+		f.inflight--
+	}
+}
+
 // launch starts claims for the free capacity: one when none is in flight, and a
-// second alongside it when secondClaim says so.
+// second alongside it when secondClaim says so; and a sweep when one is due, beside
+// them and not counted among them.
 func (f *fetcher) launch(ctx context.Context, results chan<- claimed) {
+	if !f.sweeping && f.free() > 0 && f.resume.sweep() {
+		f.sweeping = true
+		f.send(ctx, results, 1, nil, true)
+	}
 	for f.inflight < f.inflightLimit() {
 		free := f.free()
 		if free <= 0 || f.drained || (f.inflight > 0 && !f.secondClaim(free)) {
 			return
 		}
-		n := min(free, f.r.cfg.MaxClaim)
-		after := f.resume.next()
 		f.inflight++
-		f.reserved += n
-		wakes := f.wakes
-		f.sent = wakes
-		go func() {
-			began := time.Now()
-			jobs, warm, err := f.claim(ctx, n, after)
-			took := time.Since(began)
-			f.r.claimed(f.queue, jobs, took, err)
-			f.r.log.Debug("claimed", "queue", f.queue, "asked", n, "got", len(jobs), "resumed", after != nil,
-				"took", took)
-			results <- claimed{wakes: wakes, asked: n, jobs: jobs, err: err, took: took, warm: warm}
-		}()
+		f.sent = f.wakes
+		f.send(ctx, results, min(free, f.r.cfg.MaxClaim), f.resume.next(), false)
 	}
+}
+
+// send starts a claim of n jobs after the key after (nil: from the queue's start).
+func (f *fetcher) send(ctx context.Context, results chan<- claimed, n int, after *claimKey, sweep bool) {
+	f.reserved += n
+	wakes := f.wakes
+	go func() {
+		began := time.Now()
+		jobs, warm, err := f.claimFn(ctx, n, after)
+		took := time.Since(began)
+		f.r.claimed(f.queue, jobs, took, err)
+		f.r.log.Debug("claimed", "queue", f.queue, "asked", n, "got", len(jobs), "resumed", after != nil,
+			"sweep", sweep, "took", took)
+		results <- claimed{wakes: wakes, asked: n, jobs: jobs, err: err, took: took, warm: warm, sweep: sweep}
+	}()
 }
 
 // secondClaim reports whether a claim is worth sending while another is on its way,
@@ -369,17 +393,20 @@ const secondClaimYield = 16
 // returns the claim's error.
 func (f *fetcher) took(res claimed) error {
 	f.reserved -= res.asked
-	if res.warm {
+	switch {
+	case res.warm:
 		f.resume.forget() // a warm claim may have skipped cold jobs below its last key
-	} else {
+	case res.sweep:
+		f.resume.swept(res.jobs, res.err)
+	default:
 		f.resume.claimed(res.jobs, res.err)
 	}
 	if res.err != nil {
-		f.backlog = false
+		if !res.sweep {
+			f.backlog = false
+		}
 		return res.err
 	}
-	f.rtt.add(res.took.Seconds())
-	f.perClaim.add(float64(len(res.jobs)))
 	if len(res.jobs) > 0 {
 		f.gotAt = time.Now()
 	}
@@ -389,6 +416,14 @@ func (f *fetcher) took(res claimed) error {
 	f.ready = append(f.ready, res.jobs...)
 	f.readyMu.Unlock()
 	f.startBuffered()
+	if res.sweep {
+		// Not a measure of the queue: one job, and a scan over what was claimed since the
+		// last sweep.
+		return nil
+	}
+	f.rtt.add(res.took.Seconds())
+	f.perClaim.add(float64(len(res.jobs)))
+	f.yield.Store(int64(len(res.jobs)))
 	f.backlog = len(res.jobs) == res.asked
 	if !f.backlog && res.wakes == f.wakes {
 		f.drained = true
@@ -480,33 +515,6 @@ func (f *fetcher) gather(ctx context.Context) bool {
 	return true
 }
 
-// ewma is an exponentially weighted moving average; zero until the first sample.
-type ewma struct{ v float64 }
-
-// ewmaWeight is the weight of a new sample: about the last twenty count.
-const ewmaWeight = 0.05
-
-func (a *ewma) add(x float64) {
-	if a.v == 0 {
-		a.v = x
-		return
-	}
-	a.v += ewmaWeight * (x - a.v)
-}
-
-// addN adds n samples of x at once: the same average as n calls of add.
-func (a *ewma) addN(x float64, n int) {
-	if n <= 0 {
-		return
-	}
-	if a.v == 0 {
-		a.v, n = x, n-1
-	}
-	a.v += (1 - math.Pow(1-ewmaWeight, float64(n))) * (x - a.v)
-}
-
-func (a *ewma) value() float64 { return a.v }
-
 // claimTimeout bounds one claim call. The call is not cancelled by shutdown: a claim
 // that committed on the server but whose answer was dropped would leave its jobs to
 // wait for their leases to run out.
@@ -547,7 +555,6 @@ func (f *fetcher) claim(ctx context.Context, n int, after *claimKey) (jobs []*pg
 		if jobs, err = scanClaimed(rows, min(n, max(16, 2*int(f.yield.Load())))); err != nil {
 			return err
 		}
-		f.yield.Store(int64(len(jobs)))
 		f.r.arrive(jobs)
 		f.r.down.ok(began)
 		return nil

@@ -61,10 +61,10 @@ func parseWake(payload string) (string, *claimKey) {
 	return queue, &claimKey{priority: int16(p), runAt: time.UnixMicro(us), id: id}
 }
 
-// resumeEvery is how many polls a fetcher claims after its last key before it scans
-// its queue from the start again: a job put back, or one that became due, below the
-// key is noticed by a notification without a key (which drops the key at once) or by
-// this scan at the latest.
+// resumeEvery is how many polls a fetcher claims after its last key before it sweeps
+// its queue from the start: a job put back, or one that became due, below the key is
+// noticed by a notification without a key (which drops the key at once) or by this
+// sweep at the latest.
 const resumeEvery = 10
 
 // resumer keeps the key a fetcher's next claim resumes after (claim_jobs'
@@ -76,6 +76,8 @@ const resumeEvery = 10
 type resumer struct {
 	key   *claimKey // owned by the fetcher's goroutine
 	polls int
+	// sweepDue is set by every resumeEvery-th poll while there is a key (see sweep).
+	sweepDue bool
 
 	mu      sync.Mutex
 	rewind  bool               // drop the key before the next claim
@@ -102,12 +104,42 @@ func (r *resumer) notified(k *claimKey) {
 	}
 }
 
-// polled counts a poll; every resumeEvery-th drops the key.
+// polled counts a poll; every resumeEvery-th makes a sweep due.
 func (r *resumer) polled() {
 	r.polls++
-	if r.polls%resumeEvery == 0 {
+	if r.polls%resumeEvery == 0 && r.key != nil {
+		r.sweepDue = true
+	}
+}
+
+// sweep reports whether a sweep is due, and takes it. A sweep is a claim of one job
+// from the queue's start, sent beside the claims that go on resuming after the key
+// (swept reads its answer): the queue's first job is below the key only if something
+// was missed. It used to be the next claim itself, sent without the key for a full
+// batch, and a scan from the start steps over the index entries of every job claimed
+// since the last sweep: in a steady state of 27,000 jobs a second that claim took
+// 140-250 ms, and held one of the fetcher's two claims in flight while it did, which
+// put a p99 of 50-240 ms on the jobs enqueued meanwhile (docs/benchmarks.md, ninth
+// pass). A sweep holds one job back for as long.
+func (r *resumer) sweep() bool {
+	due := r.sweepDue && r.key != nil
+	r.sweepDue = false
+	return due
+}
+
+// swept reads a sweep's answer: a job below the key was missed by the claims after
+// it, so the key is dropped and the next claim scans from the start for any others.
+// A failed sweep drops it too, as a failed claim does. The key never moves forward
+// for a sweep's job: the claims in flight may not have taken the jobs before it yet.
+func (r *resumer) swept(jobs []*pgrun.Job, err error) {
+	if err != nil {
+		r.key = nil
+		return
+	}
+	if k := lastKey(jobs); k != nil && r.key != nil && k.less(*r.key) {
 		r.key = nil
 	}
+	r.remember(jobs)
 }
 
 // next returns the key to claim after (nil: from the start), applying what was
@@ -144,6 +176,12 @@ func (r *resumer) claimed(jobs []*pgrun.Job, err error) {
 	if k := lastKey(jobs); k != nil && (r.key == nil || r.key.less(*k)) {
 		r.key = k
 	}
+	r.remember(jobs)
+}
+
+// remember records the ids of jobs claimed here: a notification naming one of them
+// (often arriving after the claim) says nothing about jobs below the key.
+func (r *resumer) remember(jobs []*pgrun.Job) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.recent == nil || len(r.recent)+len(jobs) > maxRecent {

@@ -2,13 +2,16 @@ package runner_test
 
 import (
 	"context"
+	"net/url"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrun/pgrun"
+	"github.com/pgrun/pgrun/internal/testdb"
 	"github.com/pgrun/pgrun/internal/testkit"
 	"github.com/pgrun/pgrun/runner"
 )
@@ -92,5 +95,53 @@ func listening(t *testing.T, b *testkit.DB, probeClaims *atomic.Int32) {
 	require.NoError(t, err)
 	testkit.Eventually(t, 30*time.Second, "the runner to listen (its probe job to run)", func() bool {
 		return testkit.JobStatus(t, b, probe.ID) == pgrun.StatusSucceeded
+	})
+}
+
+// A job that is queued below the runner's key without a notification naming it (a
+// notification lost, a row written with triggers off) is found by the sweep that
+// every resumeEvery-th poll sends from the queue's start: the claims after the key
+// never reach it.
+func TestSweepFindsAJobMissedBelowTheKey(t *testing.T) {
+	b := testkit.Setup(t)
+	var probeClaims atomic.Int32
+	r := testkit.NewRunner(b.Pool, runner.Config{
+		Queues:       map[string]runner.QueueConfig{"resume": {Workers: 4}, "probe": {Workers: 1}},
+		PollInterval: runner.MinPollInterval,
+		Hooks: []runner.Hooks{{OnClaim: func(e runner.ClaimEvent) {
+			if e.Queue == "probe" {
+				probeClaims.Add(1)
+			}
+		}}},
+	})
+	testkit.StartRunner(t, r)
+	// Listening already: its listener's first connection drops every key (what was
+	// missed before may sort anywhere), which would find the job below too.
+	listening(t, b, &probeClaims)
+	// The runner's key: the last job it claimed, at priority 1 and now.
+	first, err := pgrun.Enqueue(b.Ctx, b.Pool, runner.KindNoop, nil, pgrun.Queue("resume"), pgrun.Priority(1))
+	require.NoError(t, err)
+	testkit.Eventually(t, 30*time.Second, "the first job to run", func() bool {
+		return testkit.JobStatus(t, b, first.ID) == pgrun.StatusSucceeded
+	})
+
+	// Below the key (the same priority, an hour earlier), inserted as the server's own
+	// user with triggers off: no notification names it.
+	admin, err := url.Parse(testdb.ServerURL())
+	require.NoError(t, err)
+	u, err := url.Parse(b.URL)
+	require.NoError(t, err)
+	admin.Path = u.Path
+	conn, err := pgx.Connect(b.Ctx, admin.String())
+	require.NoError(t, err)
+	defer conn.Close(b.Ctx)
+	_, err = conn.Exec(b.Ctx, `set session_replication_role = replica`)
+	require.NoError(t, err)
+	var missed int64
+	require.NoError(t, conn.QueryRow(b.Ctx, `
+		insert into pgrun.jobs (kind, queue, priority, run_at, max_attempts, timeout)
+		values ('noop', 'resume', 1, now() - interval '1 hour', 25, interval '1 hour') returning id`).Scan(&missed))
+	testkit.Eventually(t, 30*time.Second, "the missed job to run", func() bool {
+		return testkit.JobStatus(t, b, missed) == pgrun.StatusSucceeded
 	})
 }

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -51,16 +52,56 @@ func TestResumerDropsItsKey(t *testing.T) {
 	if r.next() != nil {
 		t.Fatal("a notification without a key drops it")
 	}
-	r.claimed([]*pgrun.Job{job(1, 1000, 9)}, nil)
-	for i := 1; i < resumeEvery; i++ {
+}
+
+// Every resumeEvery-th poll makes a sweep due, a claim of one job from the queue's
+// start beside the claims that keep resuming: only a job below the key drops it.
+func TestResumerSweepsEveryFewPolls(t *testing.T) {
+	at := time.Unix(1000, 0)
+	var r resumer
+	for range 3 * resumeEvery {
 		r.polled()
 	}
-	if r.next() == nil {
-		t.Fatal("kept until the resumeEvery-th poll")
+	if r.sweep() {
+		t.Fatal("a sweep without a key: the claims scan from the start anyway")
+	}
+	r.claimed([]*pgrun.Job{{Priority: 1, RunAt: at, ID: 9}}, nil)
+	for range resumeEvery - 1 {
+		r.polled()
+	}
+	if r.sweep() {
+		t.Fatal("a sweep before the resumeEvery-th poll")
 	}
 	r.polled()
+	if !r.sweep() {
+		t.Fatal("no sweep at the resumeEvery-th poll")
+	}
+	if r.sweep() {
+		t.Fatal("one sweep per resumeEvery polls, taken once")
+	}
+	if k := r.next(); k == nil || k.id != 9 {
+		t.Fatalf("a sweep due dropped the key of the claims beside it: %+v", k)
+	}
+
+	// The queue's first job is after the key: nothing was missed, and the key does
+	// not move for it (claims in flight may not have taken the jobs before it yet).
+	r.swept([]*pgrun.Job{{Priority: 1, RunAt: at.Add(time.Second), ID: 20}}, nil)
+	if k := r.next(); k == nil || k.id != 9 {
+		t.Fatalf("a sweep's job after the key moved or dropped it: %+v", k)
+	}
+	r.swept(nil, nil)
+	if r.next() == nil {
+		t.Fatal("an empty sweep dropped the key")
+	}
+	// A job below the key was missed: the next claim scans from the start.
+	r.swept([]*pgrun.Job{{Priority: 1, RunAt: at.Add(-time.Hour), ID: 30}}, nil)
 	if r.next() != nil {
-		t.Fatal("dropped at the resumeEvery-th poll")
+		t.Fatal("a sweep's job below the key kept it")
+	}
+	r.claimed([]*pgrun.Job{{Priority: 1, RunAt: at, ID: 9}}, nil)
+	r.swept(nil, errors.New("connection reset"))
+	if r.next() != nil {
+		t.Fatal("a failed sweep kept the key")
 	}
 }
 
