@@ -7,13 +7,17 @@
 #   JOBS=1000000 scripts/bench-processes.sh 1 4
 #   POOL=2 scripts/bench-processes.sh 1 4          # pool_max_conns of each process
 #   RUNNER_BIN=/tmp/old/runner scripts/bench-processes.sh 1 4   # another build's runner
+#   STATS=1 scripts/bench-processes.sh 1 4         # and where the claims' reads went
 #
 # For each count it (re)creates the database pgrun_procs_bench, enqueues JOBS no-op
 # jobs, vacuums, takes a checkpoint, starts the processes (WORKERS slots each, pgx's
 # default pool unless POOL is set) and waits until no job is queued or running. The
 # rate is read from the jobs themselves: JOBS over the span from the first start to
 # the last finish (started_at, finished_at: the database's clock), so the processes'
-# start-up is not counted.
+# start-up is not counted. With STATS=1 it also prints, after each count, the entries
+# the claim index returned and the live rows fetched through it (pg_stat_user_indexes)
+# and the calls and time of claim_jobs and complete_jobs (pg_stat_user_functions, with
+# track_functions = pl on the bench's database), counted from after the vacuum.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 jobs=${JOBS:-200000}
@@ -59,6 +63,9 @@ for n in "${counts[@]}"; do
       queues => array_fill('$queue'::text, array[$k]))" >/dev/null
   done
   psql "$url" -qc "vacuum analyze pgrun.jobs" -c "checkpoint"
+  if [ -n "${STATS:-}" ]; then
+    psql "$url" -qAt -c "alter database $db set track_functions = 'pl'" -c "select pg_stat_reset()" >/dev/null
+  fi
 
   pids=()
   for ((i = 0; i < n; i++)); do
@@ -93,6 +100,14 @@ for n in "${counts[@]}"; do
     from pgrun.jobs where queue = '$queue' and status = 'succeeded'" |
     while read -r done rate by; do
       [ "$done" = "$jobs" ] || { echo "bench-processes: $done of $jobs jobs succeeded" >&2; exit 1; }
+      if [ -n "${STATS:-}" ]; then
+        # The processes' statistics reach the shared counters as their sessions end.
+        psql "$url" -qAt -F ' ' -c "select 'claim index: ' || idx_tup_read || ' entries read, ' || idx_tup_fetch
+            || ' live rows fetched' from pg_stat_user_indexes where indexrelname = 'jobs_claim_idx'" \
+          -c "select funcname || ': ' || calls || ' calls, ' || round((total_time / 1000)::numeric, 1) || ' s in all, '
+            || round((self_time / 1000)::numeric, 1) || ' s in itself' from pg_stat_user_functions
+            where schemaname = 'pgrun' and funcname in ('claim_jobs', 'complete_jobs') order by funcname"
+      fi
       echo "processes $n: $rate jobs/s ($jobs jobs, $workers slots each${POOL:+, pool $POOL}; $by runners ran jobs;" \
         "runners' CPU $((ticks * 1000000 / $(getconf CLK_TCK) / jobs)) µs per job)"
     done
