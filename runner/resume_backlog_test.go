@@ -2,16 +2,13 @@ package runner_test
 
 import (
 	"context"
-	"net/url"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrun/pgrun"
-	"github.com/pgrun/pgrun/internal/testdb"
 	"github.com/pgrun/pgrun/internal/testkit"
 	"github.com/pgrun/pgrun/runner"
 )
@@ -127,14 +124,7 @@ func TestSweepFindsAJobMissedBelowTheKey(t *testing.T) {
 
 	// Below the key (the same priority, an hour earlier), inserted as the server's own
 	// user with triggers off: no notification names it.
-	admin, err := url.Parse(testdb.ServerURL())
-	require.NoError(t, err)
-	u, err := url.Parse(b.URL)
-	require.NoError(t, err)
-	admin.Path = u.Path
-	conn, err := pgx.Connect(b.Ctx, admin.String())
-	require.NoError(t, err)
-	defer conn.Close(b.Ctx)
+	conn := testkit.AsServerUser(t, b.URL)
 	_, err = conn.Exec(b.Ctx, `set session_replication_role = replica`)
 	require.NoError(t, err)
 	var missed int64

@@ -3,7 +3,6 @@ package tests
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"os"
 	"strconv"
 	"testing"
@@ -134,15 +133,8 @@ func BenchmarkClaimCompleteWithHistory(b *testing.B) {
 // own user with triggers off (the enqueue trigger would refuse finished rows).
 func seedFinished(b *testing.B, testURL string, n int) {
 	b.Helper()
-	admin, err := url.Parse(testdb.ServerURL())
-	require.NoError(b, err)
-	u, err := url.Parse(testURL)
-	require.NoError(b, err)
-	admin.Path = u.Path
-	conn, err := pgx.Connect(context.Background(), admin.String())
-	require.NoError(b, err)
-	defer conn.Close(context.Background())
-	_, err = conn.Exec(context.Background(), `set session_replication_role = replica`)
+	conn := testkit.AsServerUser(b, testURL)
+	_, err := conn.Exec(context.Background(), `set session_replication_role = replica`)
 	require.NoError(b, err)
 	_, err = conn.Exec(context.Background(), `
 		insert into pgrun.jobs (kind, queue, args, status, attempt, max_attempts, run_at, created_at,

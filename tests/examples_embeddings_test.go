@@ -1,19 +1,15 @@
 package tests
 
 import (
-	"context"
 	"encoding/json"
-	"net/url"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrun/pgrun"
 	"github.com/pgrun/pgrun/examples/embeddings"
 	"github.com/pgrun/pgrun/gpu"
-	"github.com/pgrun/pgrun/internal/testdb"
 	"github.com/pgrun/pgrun/internal/testkit"
 	"github.com/pgrun/pgrun/runner"
 )
@@ -22,15 +18,7 @@ import (
 // test role may not create extensions).
 func createVector(t *testing.T, b *testkit.DB) {
 	t.Helper()
-	admin, err := url.Parse(testdb.ServerURL())
-	require.NoError(t, err)
-	u, err := url.Parse(b.URL)
-	require.NoError(t, err)
-	admin.Path = u.Path
-	conn, err := pgx.Connect(b.Ctx, admin.String())
-	require.NoError(t, err)
-	defer conn.Close(context.Background())
-	_, err = conn.Exec(b.Ctx, `create extension if not exists vector`)
+	_, err := testkit.AsServerUser(t, b.URL).Exec(b.Ctx, `create extension if not exists vector`)
 	require.NoError(t, err)
 }
 

@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"math/rand/v2"
@@ -8,11 +9,29 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrun/pgrun/internal/testdb"
 )
+
+// AsServerUser connects to the database of dbURL as the server's own user (the
+// credentials of testdb.ServerURL), for what the test role may not do: create an
+// extension, write rows with triggers off. The connection is closed when the test
+// ends.
+func AsServerUser(t testing.TB, dbURL string) *pgx.Conn {
+	t.Helper()
+	admin, err := url.Parse(testdb.ServerURL())
+	require.NoError(t, err)
+	u, err := url.Parse(dbURL)
+	require.NoError(t, err)
+	admin.Path = u.Path
+	conn, err := pgx.Connect(context.Background(), admin.String())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
+}
 
 // AsRole creates a login role that is a member of member (none: CONNECT only) and
 // returns a pool on the test's database connected as it. The role is dropped when
