@@ -238,8 +238,9 @@ begin
     -- (a long report, a replica's feedback) vacuum cannot, so a scan from the start
     -- steps over every job claimed since. A first pass ("urgent") still looks at the
     -- more urgent priorities from their start; a job that became due below the key
-    -- within its priority is found by the runner's next scan without after_* (it
-    -- drops the key when a notification names a lower one, and now and then anyway).
+    -- within its priority is found by a claim without after_*: the runner drops the
+    -- key when a notification names a lower one, and every ten seconds or so sends a
+    -- one-job claim without it (a sweep) that finds any job left below.
     if coalesce(cardinality(models), 0) > 0 then
       select c.priority into v_top from pgrun.jobs c
       where c.status = 'queued' and c.queue = claim_jobs.queue and c.run_at <= v_now
