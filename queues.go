@@ -129,9 +129,32 @@ func (c *Client) SetQueue(ctx context.Context, name string, s QueueSettings) (*Q
 			return nil, err
 		}
 	}
-	return c.queueCall(ctx, "set queue", name, sqlapi.SetQueue, name, s.MaxRunning, s.RateLimit, s.RatePeriod,
+	q, err := c.queueCall(ctx, "set queue", name, sqlapi.SetQueue, name, s.MaxRunning, s.RateLimit, s.RatePeriod,
 		s.ConcurrencyLimit, s.DefaultLease, timeout, s.DefaultMaxAttempts, s.BackoffBase, s.BackoffMax,
 		s.Retention, s.Archive, s.Reset, s.WarmWait, s.Ephemeral, s.ClaimLanes)
+	if err == nil && (s.ClaimLanes != nil || slices.Contains(s.Reset, "claim_lanes")) {
+		err = c.dropStaleLaneIndexes(ctx)
+	}
+	return q, err
+}
+
+// dropStaleLaneIndexes drops, concurrently, the lane indexes no queue uses any more
+// (pgrun.stale_lane_indexes): each is written by every enqueue into its queue.
+func (c *Client) dropStaleLaneIndexes(ctx context.Context) error {
+	rows, err := c.pool.Query(ctx, sqlapi.StaleLaneIndexes)
+	if err != nil {
+		return dbError("set queue", err)
+	}
+	drops, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return dbError("set queue", err)
+	}
+	for _, ddl := range drops {
+		if _, err := c.pool.Exec(ctx, ddl); err != nil {
+			return dbError("dropping a lane index no queue uses", err)
+		}
+	}
+	return nil
 }
 
 // makeLaneIndex makes queue's index for lanes claim lanes unless it exists

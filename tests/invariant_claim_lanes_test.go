@@ -109,9 +109,21 @@ func TestClaimLanesTakeTheirOwnJobsInOrder(t *testing.T) {
 	_, err = b.Pool.Exec(b.Ctx, `select pgrun.lane_index_ddl('Bad Name', 4)`)
 	require.Equal(t, "22023", testkit.SQLState(err))
 
+	laneIndexes := func() (n int) {
+		t.Helper()
+		require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pg_class
+			where relname like 'jobs\_lanes\_%' and relkind = 'i'`).Scan(&n))
+		return n
+	}
+	require.Equal(t, 1, laneIndexes())
+	q, err = c.SetQueue(b.Ctx, "laned", pgrun.QueueSettings{ClaimLanes: new(8)})
+	require.NoError(t, err)
+	require.Equal(t, 8, *q.ClaimLanes)
+	require.Equal(t, 1, laneIndexes(), "another count: a new index, the old one dropped")
 	q, err = c.SetQueue(b.Ctx, "laned", pgrun.QueueSettings{Reset: []string{"claim_lanes"}})
 	require.NoError(t, err)
 	require.Nil(t, q.ClaimLanes, "reset: no lanes")
+	require.Zero(t, laneIndexes(), "reset: the lane index dropped")
 }
 
 // A lane claim reads the queue's lane index, not the whole queue's claim index with

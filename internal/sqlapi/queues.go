@@ -31,6 +31,10 @@ const SetQueue = `select ` + QueueColumns + ` from pgrun.set_queue(name => $1,
 // $1 queue, $2 lanes.
 const LaneIndexDDL = `select pgrun.lane_index_ddl($1, $2)`
 
+// StaleLaneIndexes lists the statements that drop the lane indexes no queue uses
+// (pgrun.stale_lane_indexes).
+const StaleLaneIndexes = `select pgrun.stale_lane_indexes()`
+
 // RetryJobs redrives failed jobs in bulk (pgrun.retry_jobs) and returns how many: $1
 // queue, $2 kind, $3 failed at or after (each NULL: any), $4 at most this many.
 const RetryJobs = `select pgrun.retry_jobs($1, $2, $3, $4)`

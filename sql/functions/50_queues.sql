@@ -120,6 +120,25 @@ begin
 end;
 $$;
 
+-- stale_lane_indexes returns the statements that drop the lane indexes no queue's
+-- claim_lanes uses any more (lanes reset, or a queue moved to another count): DROP
+-- INDEX CONCURRENTLY, to run outside a transaction by the owner of pgrun.jobs, as
+-- Client.SetQueue and `runner queue set` do after changing claim_lanes. A claim that
+-- still names a lane the queue no longer has claims the whole queue instead.
+create or replace function pgrun.stale_lane_indexes()
+returns setof text
+language sql
+stable
+set search_path = pgrun, pg_catalog
+as $$
+  select format('drop index concurrently if exists pgrun.%I', c.relname)
+  from pg_index x join pg_class c on c.oid = x.indexrelid
+  where x.indrelid = 'pgrun.jobs'::regclass and c.relname like 'jobs\_lanes\_%'
+    and c.relname not in (select pgrun.lane_index_name(q.name, q.claim_lanes) from pgrun.queues q
+                          where q.claim_lanes is not null)
+  order by c.relname
+$$;
+
 -- set_queue sets queue name's policy. Each argument left NULL keeps its value; name
 -- settings in reset to clear them (back to no limit or the engine default):
 --   max_running        at most this many of the queue's jobs run at once, across runners

@@ -42,7 +42,7 @@ as $$
     'start_run', 'submit_input', 'replace_queued', 'jobs_after_insert', 'job_timeline', 'caller_tenant',
     -- admin
     'cancel_job', 'retry_job', 'retry_jobs', 'cancel_run', 'retry_run', 'define_workflow',
-    'pause_queue', 'resume_queue', 'set_queue', 'lane_index_ddl', 'set_schedule', 'drop_schedule', 'pause_schedule',
+    'pause_queue', 'resume_queue', 'set_queue', 'lane_index_ddl', 'stale_lane_indexes', 'set_schedule', 'drop_schedule', 'pause_schedule',
     'resume_schedule', 'set_worker_control', 'worker_modes', 'maintain', 'take_maintenance',
     'set_maintenance_step', 'reap_expired_leases', 'fail_overdue', 'flag_dead_workers', 'forget_workers', 'prune_history',
     'drain_outbox', 'fire_schedules', 'dispatch', 'note_server_epoch', 'set_tenant_mode', 'grant_tenant', 'revoke_tenant',
@@ -128,7 +128,7 @@ begin
   return next format('grant select on all tables in schema pgrun to %I', admin);
   foreach f in array array['cancel_job', 'retry_job', 'retry_jobs', 'retryable_jobs', 'cancel_run', 'retry_run',
                            'define_workflow', 'pause_queue', 'resume_queue', 'set_queue', 'lane_index_ddl',
-                           'set_schedule',
+                           'stale_lane_indexes', 'set_schedule',
                            'drop_schedule', 'pause_schedule', 'resume_schedule', 'set_worker_control',
                            'worker_modes', 'maintain', 'take_maintenance', 'set_maintenance_step',
                            'reap_expired_leases',
