@@ -26,15 +26,15 @@ func newQueueCmd(g *globals) *cobra.Command {
 				return err
 			}
 			tw := table(cmd.OutOrStdout())
-			fmt.Fprintln(tw, "QUEUE\tPAUSED\tMAX RUNNING\tRATE\tPER KEY\tLEASE\tTIMEOUT\tATTEMPTS\tRETENTION\tEPHEMERAL")
+			fmt.Fprintln(tw, "QUEUE\tPAUSED\tMAX RUNNING\tRATE\tPER KEY\tLEASE\tTIMEOUT\tATTEMPTS\tRETENTION\tEPHEMERAL\tLANES")
 			for _, q := range qs {
 				rate := "-"
 				if q.RateLimit != nil {
 					rate = fmt.Sprintf("%d/%s", *q.RateLimit, orDash(q.RatePeriod))
 				}
-				fmt.Fprintf(tw, "%s\t%t\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%t\n", q.Name, q.Paused, orDash(q.MaxRunning), rate,
+				fmt.Fprintf(tw, "%s\t%t\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%t\t%s\n", q.Name, q.Paused, orDash(q.MaxRunning), rate,
 					orDash(q.ConcurrencyLimit), orDash(q.DefaultLease), orDash(q.DefaultTimeout), orDash(q.DefaultMaxAttempts),
-					orDash(q.Retention), q.Ephemeral)
+					orDash(q.Retention), q.Ephemeral, orDash(q.ClaimLanes))
 			}
 			if len(qs) == 0 {
 				fmt.Fprintln(tw, "(no queues yet)")
