@@ -369,7 +369,7 @@ func (f *fetcher) send(ctx context.Context, results chan<- claimed, n int, after
 		began := time.Now()
 		jobs, warm, err := f.claimFn(ctx, n, after, lane)
 		took := time.Since(began)
-		f.r.claimed(f.queue, jobs, took, err)
+		f.r.claimed(f.queue, jobs, took, lane, err)
 		f.r.log.Debug("claimed", "queue", f.queue, "asked", n, "got", len(jobs), "resumed", after != nil,
 			"lane", laneName(lane), "sweep", sweep, "took", took)
 		results <- claimed{wakes: wakes, asked: n, jobs: jobs, err: err, took: took, warm: warm, sweep: sweep,

@@ -63,6 +63,7 @@ func (f *fetcher) pickLane() (int, bool) {
 	if len(own) == 0 {
 		return 0, false
 	}
+	f.resume.keepLanes(own)
 	f.laneTurn++
 	return own[f.laneTurn%len(own)], true
 }

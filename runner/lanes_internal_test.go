@@ -93,6 +93,16 @@ func TestFetcherClaimsItsLanesWhileBacklogged(t *testing.T) {
 	if k := f.resume.next(); k == nil || k.id != 9 {
 		t.Fatalf("the whole queue resumes after %+v, want job 9 (the least of the lanes' keys)", k)
 	}
+	// A look that gives this runner other lanes drops the keys of those it gave up.
+	r.looked("a", queueLook{shared: true, lanes: laneView{lanes: 4, rank: 0, runners: 4}})
+	if l, ok := f.pickLane(); !ok || l != 0 {
+		t.Fatalf("lane %d (%t), want lane 0 alone", l, ok)
+	}
+	if f.resume.nextIn(3) != nil || f.resume.nextIn(1) != nil {
+		t.Fatal("the keys of lanes given up were kept")
+	}
+	r.looked("a", queueLook{shared: true, lanes: laneView{lanes: 4, rank: 1, runners: 2}})
+	f.resume.claimedIn(3, []*pgrun.Job{job(11)}, nil)
 
 	// Lane 3 runs short: the fetcher is not drained, and the next claim is of the whole queue.
 	if err := f.took(claimed{wakes: f.wakes, asked: 2, jobs: []*pgrun.Job{job(15)}, lane: &three}); err != nil {

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -204,6 +205,17 @@ func (r *resumer) claimed(jobs []*pgrun.Job, err error) {
 		r.key = k
 	}
 	r.remember(jobs)
+}
+
+// keepLanes drops the keys of lanes not in own: a lane this runner gave up (its
+// peers changed) is claimed by another meanwhile, which may leave jobs below the key
+// it had here.
+func (r *resumer) keepLanes(own []int) {
+	for l := range r.lanes {
+		if !slices.Contains(own, l) {
+			delete(r.lanes, l)
+		}
+	}
 }
 
 // claimedIn is claimed for a claim of lane: it moves that lane's key.

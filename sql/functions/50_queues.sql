@@ -101,7 +101,7 @@ as $$ select 'jobs_lanes_' || left(md5(queue), 16) || '_' || lanes $$;
 -- lane_index_ddl returns the statement that makes queue's lane index for lanes lanes
 -- (set_queue(claim_lanes) requires it): the queue's queued jobs by lane (id % lanes),
 -- then in claim order, and only that queue's, so that no other queue's enqueue writes
--- it. CONCURRENTLY, so that enqueues go on while it is built; it must run outside a
+-- it. It leads with the queue, as the claim index does (see lane_ids). CONCURRENTLY, so that enqueues go on while it is built; it must run outside a
 -- transaction, by the owner of pgrun.jobs. claim_jobs' lane passes spell the lane
 -- expression as this does, and the queue's name as a literal, so that the planner
 -- matches both to the index.
@@ -114,7 +114,7 @@ as $$
 begin
   perform pgrun.check_queue_name(queue);
   perform pgrun.check_claim_lanes(lanes);
-  return format('create index concurrently if not exists %I on pgrun.jobs ((id %% %s), priority, run_at, id) '
+  return format('create index concurrently if not exists %I on pgrun.jobs (queue, (id %% %s), priority, run_at, id) '
                 'where status = %L and queue = %L',
                 pgrun.lane_index_name(queue, lanes), lanes, 'queued', queue);
 end;
