@@ -3,7 +3,6 @@ package pgrun
 import (
 	"context"
 	"errors"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -55,7 +54,6 @@ type QueuePolicy struct {
 	Archive            bool           `db:"archive"`
 	WarmWait           *time.Duration `db:"warm_wait"`
 	Ephemeral          bool           `db:"ephemeral"`
-	ClaimLanes         *int           `db:"claim_lanes"` // nil: the queue has no lanes
 }
 
 // QueueSettings is what [Client.SetQueue] changes: each field left nil keeps the
@@ -76,11 +74,6 @@ type QueueSettings struct {
 	Archive            *bool          // move pruned jobs to pgrun.jobs_archive
 	WarmWait           *time.Duration
 	Ephemeral          *bool // delete jobs as they succeed
-	// ClaimLanes splits the queue into this many claim lanes (2 to 64), so that
-	// runners sharing it claim apart (docs/operations.md, "Claim lanes"). SetQueue
-	// first makes the queue's lane index, concurrently, which takes the owner of
-	// pgrun.jobs: a role that is not gets the engine's error and nothing changes.
-	ClaimLanes *int
 	// Reset lists settings to clear, by their column names ("max_running", ...).
 	Reset []string
 }
@@ -124,52 +117,9 @@ func (c *Client) SetQueue(ctx context.Context, name string, s QueueSettings) (*Q
 	if timeout != nil && *timeout == NoTimeout {
 		timeout = new(time.Duration(0)) // the engine's "none"
 	}
-	if s.ClaimLanes != nil && !slices.Contains(s.Reset, "claim_lanes") {
-		if err := c.makeLaneIndex(ctx, name, *s.ClaimLanes); err != nil {
-			return nil, err
-		}
-	}
-	q, err := c.queueCall(ctx, "set queue", name, sqlapi.SetQueue, name, s.MaxRunning, s.RateLimit, s.RatePeriod,
+	return c.queueCall(ctx, "set queue", name, sqlapi.SetQueue, name, s.MaxRunning, s.RateLimit, s.RatePeriod,
 		s.ConcurrencyLimit, s.DefaultLease, timeout, s.DefaultMaxAttempts, s.BackoffBase, s.BackoffMax,
-		s.Retention, s.Archive, s.Reset, s.WarmWait, s.Ephemeral, s.ClaimLanes)
-	if err == nil && (s.ClaimLanes != nil || slices.Contains(s.Reset, "claim_lanes")) {
-		err = c.dropStaleLaneIndexes(ctx)
-	}
-	return q, err
-}
-
-// dropStaleLaneIndexes drops, concurrently, the lane indexes no queue uses any more
-// (pgrun.stale_lane_indexes): each is written by every enqueue into its queue.
-func (c *Client) dropStaleLaneIndexes(ctx context.Context) error {
-	rows, err := c.pool.Query(ctx, sqlapi.StaleLaneIndexes)
-	if err != nil {
-		return dbError("set queue", err)
-	}
-	drops, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return dbError("set queue", err)
-	}
-	for _, ddl := range drops {
-		if _, err := c.pool.Exec(ctx, ddl); err != nil {
-			return dbError("dropping a lane index no queue uses", err)
-		}
-	}
-	return nil
-}
-
-// makeLaneIndex makes queue's index for lanes claim lanes unless it exists
-// (pgrun.lane_index_ddl: CREATE INDEX CONCURRENTLY IF NOT EXISTS), on a connection of
-// its own outside any transaction, as CONCURRENTLY requires. The statement comes from
-// the engine, which checked the queue's name and the count.
-func (c *Client) makeLaneIndex(ctx context.Context, queue string, lanes int) error {
-	var ddl string
-	if err := c.pool.QueryRow(ctx, sqlapi.LaneIndexDDL, queue, lanes).Scan(&ddl); err != nil {
-		return dbError("set queue", err)
-	}
-	if _, err := c.pool.Exec(ctx, ddl); err != nil {
-		return dbError("lane index of queue "+queue, err)
-	}
-	return nil
+		s.Retention, s.Archive, s.Reset, s.WarmWait, s.Ephemeral)
 }
 
 // queueCall runs a statement returning one row of pgrun.queues.

@@ -45,11 +45,7 @@ type fetcher struct {
 	// gotAt is when a claim last brought jobs (see rateRetry).
 	gotAt  time.Time
 	resume resumer
-	// lanes is what the last look found of the queue's claim lanes (nil before one);
-	// laneTurn rotates the claims over the runner's own lanes (lanes.go).
-	lanes    atomic.Pointer[laneView]
-	laneTurn int
-	rtt      ewma // a claim's round trip
+	rtt    ewma // a claim's round trip
 	// perClaim is how many jobs a claim brings (see secondClaim).
 	perClaim ewma
 	runTime  ewma // a job's time in its slot
@@ -80,7 +76,7 @@ type fetcher struct {
 	closed  bool
 
 	// claimFn is claim; a test may put a stand-in here.
-	claimFn func(ctx context.Context, n int, after *claimKey, lane *int) ([]*pgrun.Job, bool, error)
+	claimFn func(ctx context.Context, n int, after *claimKey) ([]*pgrun.Job, bool, error)
 }
 
 // maxInflight is how many claims of one queue a runner has in flight at once: two
@@ -109,7 +105,6 @@ type claimed struct {
 	took  time.Duration
 	warm  bool // sent with models warm here: its jobs need not follow key order
 	sweep bool // a sweep (resumer.sweep): one job from the queue's start
-	lane  *int // the claim lane it took from (lanes.go); nil: the whole queue
 }
 
 func newFetcher(r *Runner, queue string, slots int) *fetcher {
@@ -343,7 +338,7 @@ func (f *fetcher) returned(res claimed) {
 func (f *fetcher) launch(ctx context.Context, results chan<- claimed) {
 	if !f.sweeping && f.free() > 0 && f.resume.sweep() {
 		f.sweeping = true
-		f.send(ctx, results, 1, nil, nil, true)
+		f.send(ctx, results, 1, nil, true)
 	}
 	for f.inflight < f.inflightLimit() {
 		free := f.free()
@@ -352,28 +347,22 @@ func (f *fetcher) launch(ctx context.Context, results chan<- claimed) {
 		}
 		f.inflight++
 		f.sent = f.wakes
-		if l, ok := f.pickLane(); ok {
-			f.send(ctx, results, min(free, f.r.cfg.MaxClaim), f.resume.nextIn(l), &l, false)
-		} else {
-			f.send(ctx, results, min(free, f.r.cfg.MaxClaim), f.resume.next(), nil, false)
-		}
+		f.send(ctx, results, min(free, f.r.cfg.MaxClaim), f.resume.next(), false)
 	}
 }
 
-// send starts a claim of n jobs after the key after (nil: from the start), of lane
-// (nil: of the whole queue).
-func (f *fetcher) send(ctx context.Context, results chan<- claimed, n int, after *claimKey, lane *int, sweep bool) {
+// send starts a claim of n jobs after the key after (nil: from the queue's start).
+func (f *fetcher) send(ctx context.Context, results chan<- claimed, n int, after *claimKey, sweep bool) {
 	f.reserved += n
 	wakes := f.wakes
 	go func() {
 		began := time.Now()
-		jobs, warm, err := f.claimFn(ctx, n, after, lane)
+		jobs, warm, err := f.claimFn(ctx, n, after)
 		took := time.Since(began)
-		f.r.claimed(f.queue, jobs, took, lane, err)
+		f.r.claimed(f.queue, jobs, took, err)
 		f.r.log.Debug("claimed", "queue", f.queue, "asked", n, "got", len(jobs), "resumed", after != nil,
-			"lane", laneName(lane), "sweep", sweep, "took", took)
-		results <- claimed{wakes: wakes, asked: n, jobs: jobs, err: err, took: took, warm: warm, sweep: sweep,
-			lane: lane}
+			"sweep", sweep, "took", took)
+		results <- claimed{wakes: wakes, asked: n, jobs: jobs, err: err, took: took, warm: warm, sweep: sweep}
 	}()
 }
 
@@ -409,9 +398,6 @@ func (f *fetcher) took(res claimed) error {
 		f.resume.forget() // a warm claim may have skipped cold jobs below its last key
 	case res.sweep:
 		f.resume.swept(res.jobs, res.err)
-	case res.lane != nil:
-		f.resume.claimedIn(*res.lane, res.jobs, res.err)
-		f.raiseKey()
 	default:
 		f.resume.claimed(res.jobs, res.err)
 	}
@@ -439,9 +425,7 @@ func (f *fetcher) took(res claimed) error {
 	f.perClaim.add(float64(len(res.jobs)))
 	f.yield.Store(int64(len(res.jobs)))
 	f.backlog = len(res.jobs) == res.asked
-	// A lane that ran short says nothing of the others: the next claim is of the whole
-	// queue (pickLane), and only its coming back short drains the fetcher.
-	if !f.backlog && res.wakes == f.wakes && res.lane == nil {
+	if !f.backlog && res.wakes == f.wakes {
 		f.drained = true
 	}
 	return nil
@@ -538,7 +522,7 @@ const claimTimeout = 30 * time.Second
 
 // warm reports whether the claim passed models warm here: then claim_jobs may take
 // jobs out of key order and ignores after, and the claim must not move the key.
-func (f *fetcher) claim(ctx context.Context, n int, after *claimKey, lane *int) (jobs []*pgrun.Job, warm bool, err error) {
+func (f *fetcher) claim(ctx context.Context, n int, after *claimKey) (jobs []*pgrun.Job, warm bool, err error) {
 	var afterPriority *int16
 	var afterRunAt *time.Time
 	var afterID *int64
@@ -564,7 +548,7 @@ func (f *fetcher) claim(ctx context.Context, n int, after *claimKey, lane *int) 
 		warm = len(models) > 0
 		rows, err := f.r.pool.Query(ctx, sqlapi.ClaimJobs,
 			f.queue, f.r.cfg.WorkerID, n, f.r.leaseArg(), models, f.r.handledKinds(),
-			afterPriority, afterRunAt, afterID, lane)
+			afterPriority, afterRunAt, afterID)
 		if err != nil {
 			return err
 		}

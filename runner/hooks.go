@@ -42,9 +42,6 @@ type ClaimEvent struct {
 	RoundTrip time.Duration
 	// Err is the claim's error; Jobs is empty then.
 	Err error
-	// Lane is the claim lane the claim took from (pgrun.set_queue(claim_lanes)), nil
-	// for a claim of the whole queue.
-	Lane *int
 }
 
 // OutcomeEvent is how one attempt of one job ended in this runner.
@@ -117,10 +114,10 @@ type MaintainEvent struct {
 func (r *Runner) hooked() bool { return len(r.cfg.Hooks) > 0 }
 
 // claimed calls the OnClaim hooks.
-func (r *Runner) claimed(queue string, jobs []*pgrun.Job, took time.Duration, lane *int, err error) {
+func (r *Runner) claimed(queue string, jobs []*pgrun.Job, took time.Duration, err error) {
 	for _, h := range r.cfg.Hooks {
 		if h.OnClaim != nil {
-			h.OnClaim(ClaimEvent{Queue: queue, Jobs: jobs, RoundTrip: took, Err: err, Lane: lane})
+			h.OnClaim(ClaimEvent{Queue: queue, Jobs: jobs, RoundTrip: took, Err: err})
 		}
 	}
 }

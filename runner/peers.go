@@ -49,7 +49,6 @@ type queueLook struct {
 	// roomy: it has neither max_running nor concurrency_limit, so a completion makes
 	// no room that a claim waits for (see execution.recordSoon).
 	roomy bool
-	lanes laneView // its claim lanes and this runner's place among their runners
 }
 
 // lookForPeers reads the peers and the rate limit of every queue this runner serves,
@@ -61,10 +60,9 @@ func (r *Runner) lookForPeers(ctx context.Context) {
 		var peers int32
 		var periodUS int64
 		var announces bool
-		var lanes, rank int32
-		_, err = pgx.ForEachRow(rows, []any{&queue, &peers, &periodUS, &announces, &lanes, &rank}, func() error {
+		_, err = pgx.ForEachRow(rows, []any{&queue, &peers, &periodUS, &announces}, func() error {
 			r.looked(queue, queueLook{shared: peers > 0, ratePeriod: time.Duration(periodUS) * time.Microsecond,
-				roomy: !announces, lanes: laneView{lanes: int(lanes), rank: int(rank), runners: int(peers) + 1}})
+				roomy: !announces})
 			return nil
 		})
 	}
@@ -91,7 +89,6 @@ func (r *Runner) looked(queue string, l queueLook) {
 func (f *fetcher) apply(l queueLook) {
 	f.shared.Store(l.shared)
 	f.roomy.Store(l.roomy)
-	f.lanes.Store(&l.lanes)
 	if old := f.ratePeriod.Swap(int64(l.ratePeriod)); l.ratePeriod > 0 && old != int64(l.ratePeriod) {
 		f.wake()
 	}

@@ -64,7 +64,7 @@ func setupClaimed(t *testing.T, n int) (*Runner, *fetcher, []*pgrun.Job) {
 	if _, err := pgrun.EnqueueMany(ctx, pool, specs); err != nil {
 		t.Fatal(err)
 	}
-	jobs, _, err := f.claim(ctx, n, nil, nil)
+	jobs, _, err := f.claim(ctx, n, nil)
 	if err != nil || len(jobs) != n {
 		t.Fatalf("claim: %d jobs, %v", len(jobs), err)
 	}
@@ -113,7 +113,7 @@ func TestShutdownRequeuesBufferedJobs(t *testing.T) {
 	if queued != 3 || failures != 0 || !due {
 		t.Fatalf("after requeue: %d queued, %d failures, due now %v; want 3 queued, none failed, due", queued, failures, due)
 	}
-	again, _, err := f.claim(ctx, 3, nil, nil)
+	again, _, err := f.claim(ctx, 3, nil)
 	if err != nil || len(again) != 3 {
 		t.Fatalf("re-claim: %d jobs, %v", len(again), err)
 	}

@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -75,10 +74,7 @@ const resumeEvery = 10
 // key claimed steps over none. A notification naming a key below it, of a job this
 // runner has not claimed, drops the key; so does one naming no key.
 type resumer struct {
-	key *claimKey // owned by the fetcher's goroutine
-	// lanes holds the key of each claim lane this runner has claimed from (lanes.go),
-	// owned by the fetcher's goroutine. What drops key drops these too.
-	lanes map[int]*claimKey
+	key   *claimKey // owned by the fetcher's goroutine
 	polls int
 	// sweepDue is set by every resumeEvery-th poll while there is a key (see sweep).
 	sweepDue bool
@@ -137,11 +133,11 @@ func (r *resumer) sweep() bool {
 // for a sweep's job: the claims in flight may not have taken the jobs before it yet.
 func (r *resumer) swept(jobs []*pgrun.Job, err error) {
 	if err != nil {
-		r.forget()
+		r.key = nil
 		return
 	}
 	if k := lastKey(jobs); k != nil && r.key != nil && k.less(*r.key) {
-		r.forget()
+		r.key = nil
 	}
 	r.remember(jobs)
 }
@@ -152,85 +148,33 @@ func (r *resumer) swept(jobs []*pgrun.Job, err error) {
 // statement of several jobs is the least of each part, an id no claim may have
 // returned, and drops the key if it sorts below.
 func (r *resumer) next() *claimKey {
-	r.apply()
-	return r.key
-}
-
-// nextIn is next for a claim of lane: the key of the runner's last claim there.
-func (r *resumer) nextIn(lane int) *claimKey {
-	r.apply()
-	return r.lanes[lane]
-}
-
-// apply takes what was notified since the last claim: a notified key below a key,
-// of a job not claimed here, drops that key; a notification without one drops all.
-func (r *resumer) apply() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rewind := r.rewind
 	for _, k := range r.pending {
-		if _, mine := r.recent[k.id]; mine {
-			continue
-		}
-		if r.key != nil && k.less(*r.key) {
+		if _, mine := r.recent[k.id]; !mine && r.key != nil && k.less(*r.key) {
 			rewind = true
-		}
-		for l, lk := range r.lanes {
-			if k.less(*lk) {
-				delete(r.lanes, l)
-			}
 		}
 	}
 	r.rewind, r.pending = false, r.pending[:0]
 	if rewind {
-		r.forget()
+		r.key = nil
 	}
+	return r.key
 }
 
-// forget drops the keys: the next claim scans from the queue's start, and the next of
-// each lane from the lane's.
-func (r *resumer) forget() {
-	r.key = nil
-	clear(r.lanes)
-}
+// forget drops the key: the next claim scans from the queue's start.
+func (r *resumer) forget() { r.key = nil }
 
 // claimed moves the key past jobs and remembers their ids; a failed claim (err) drops
-// the keys.
+// the key.
 func (r *resumer) claimed(jobs []*pgrun.Job, err error) {
 	if err != nil {
-		r.forget()
+		r.key = nil
 		return
 	}
 	if k := lastKey(jobs); k != nil && (r.key == nil || r.key.less(*k)) {
 		r.key = k
-	}
-	r.remember(jobs)
-}
-
-// keepLanes drops the keys of lanes not in own: a lane this runner gave up (its
-// peers changed) is claimed by another meanwhile, which may leave jobs below the key
-// it had here.
-func (r *resumer) keepLanes(own []int) {
-	for l := range r.lanes {
-		if !slices.Contains(own, l) {
-			delete(r.lanes, l)
-		}
-	}
-}
-
-// claimedIn is claimed for a claim of lane: it moves that lane's key.
-func (r *resumer) claimedIn(lane int, jobs []*pgrun.Job, err error) {
-	if err != nil {
-		r.forget()
-		return
-	}
-	if k := lastKey(jobs); k != nil {
-		if old := r.lanes[lane]; old == nil || old.less(*k) {
-			if r.lanes == nil {
-				r.lanes = map[int]*claimKey{}
-			}
-			r.lanes[lane] = k
-		}
 	}
 	r.remember(jobs)
 }

@@ -27,7 +27,7 @@ func TestSweepGoesOutBesideResumedClaims(t *testing.T) {
 
 	calls := make(chan claimCall, 1024)
 	release := make(chan struct{})
-	f.claimFn = func(ctx context.Context, n int, after *claimKey, lane *int) ([]*pgrun.Job, bool, error) {
+	f.claimFn = func(ctx context.Context, n int, after *claimKey) ([]*pgrun.Job, bool, error) {
 		calls <- claimCall{n: n, after: after}
 		if after == nil {
 			<-release // the sweep, or a claim that lost the key: held until released

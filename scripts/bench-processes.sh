@@ -8,7 +8,6 @@
 #   POOL=2 scripts/bench-processes.sh 1 4          # pool_max_conns of each process
 #   RUNNER_BIN=/tmp/old/runner scripts/bench-processes.sh 1 4   # another build's runner
 #   STATS=1 scripts/bench-processes.sh 1 4         # and where the claims' reads went
-#   LANES=4 scripts/bench-processes.sh 1 4         # the queue split into 4 claim lanes
 #
 # For each count it (re)creates the database pgrun_procs_bench, enqueues JOBS no-op
 # jobs, vacuums, takes a checkpoint, starts the processes (WORKERS slots each, pgx's
@@ -58,9 +57,6 @@ for n in "${counts[@]}"; do
   psql "$server" -qc "drop database if exists $db with (force)" -c "create database $db"
   "$work/runner" migrate up --database-url "$url" >/dev/null
   psql "$url" -qAt -c "select pgrun.set_queue('$queue')" >/dev/null
-  if [ -n "${LANES:-}" ]; then
-    "$work/runner" queue set "$queue" --claim-lanes "$LANES" --database-url "$url" >/dev/null
-  fi
   for ((done = 0; done < jobs; done += 100000)); do
     k=$((jobs - done < 100000 ? jobs - done : 100000))
     psql "$url" -qAtc "select count(*) from pgrun.enqueue_columns(array_fill('noop'::text, array[$k]),
@@ -106,15 +102,13 @@ for n in "${counts[@]}"; do
       [ "$done" = "$jobs" ] || { echo "bench-processes: $done of $jobs jobs succeeded" >&2; exit 1; }
       if [ -n "${STATS:-}" ]; then
         # The processes' statistics reach the shared counters as their sessions end.
-        psql "$url" -qAt -F ' ' -c "select case when indexrelname = 'jobs_claim_idx' then 'claim index: ' else 'lane index: ' end
-            || idx_tup_read || ' entries read, ' || idx_tup_fetch || ' live rows fetched'
-            from pg_stat_user_indexes where indexrelname = 'jobs_claim_idx' or indexrelname like 'jobs\_lanes\_%'
-            order by indexrelname" \
+        psql "$url" -qAt -F ' ' -c "select 'claim index: ' || idx_tup_read || ' entries read, ' || idx_tup_fetch
+            || ' live rows fetched' from pg_stat_user_indexes where indexrelname = 'jobs_claim_idx'" \
           -c "select funcname || ': ' || calls || ' calls, ' || round((total_time / 1000)::numeric, 1) || ' s in all, '
             || round((self_time / 1000)::numeric, 1) || ' s in itself' from pg_stat_user_functions
             where schemaname = 'pgrun' and funcname in ('claim_jobs', 'complete_jobs') order by funcname"
       fi
-      echo "processes $n: $rate jobs/s ($jobs jobs, $workers slots each${POOL:+, pool $POOL}${LANES:+, $LANES lanes}; $by runners ran jobs;" \
+      echo "processes $n: $rate jobs/s ($jobs jobs, $workers slots each${POOL:+, pool $POOL}; $by runners ran jobs;" \
         "runners' CPU $((ticks * 1000000 / $(getconf CLK_TCK) / jobs)) µs per job)"
     done
 done

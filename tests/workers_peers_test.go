@@ -37,16 +37,6 @@ func TestQueuePeersCountsOtherLiveWorkers(t *testing.T) {
 	require.Equal(t, map[string]int{"a": 1}, peers("peer", "a"), "the caller is not its own peer")
 	require.Equal(t, map[string]int{}, peers("me"))
 
-	// A worker's place among the live workers of a queue, by id, for its claim lanes:
-	// 'me' sorts before 'peer'; the draining and the silent ones are not counted.
-	rank := func(worker, queue string) (n int) {
-		t.Helper()
-		c.QueryRow(`select pgrun.peer_rank($1, $2)`, []any{worker, queue}, &n)
-		return n
-	}
-	require.Equal(t, 0, rank("me", "a"), "'draining' sorts first but is not running")
-	require.Equal(t, 1, rank("peer", "a"))
-
 	c.Exec(`select pgrun.worker_heartbeat('peer', 'h2', 2, '{a}', state => 'stopped', cadence => '10 seconds')`)
 	require.Equal(t, map[string]int{"a": 0}, peers("me", "a"), "a stopped worker is no peer")
 }
@@ -62,9 +52,6 @@ func TestQueuePeersForTheWorkerRoleAndBadInput(t *testing.T) {
 	testkit.Refused(t, b, p, "22023", `select * from pgrun.queue_peers('w', null)`)
 	testkit.Refused(t, b, p, "22023", `select * from pgrun.queue_peers('w', array_fill('q'::text, array[1001]))`)
 	testkit.Refused(t, b, p, "22023", `select * from pgrun.queue_peers('', array['a'])`)
-	testkit.Allowed(t, b, p, `select pgrun.peer_rank('w', 'a')`)
-	testkit.Refused(t, b, p, "22023", `select pgrun.peer_rank('', 'a')`)
-	testkit.Refused(t, b, p, "22023", `select pgrun.peer_rank('w', 'Not A Queue')`)
 	enqueuer := testkit.AsRole(t, b, "pgrun_enqueuer")
 	testkit.Denied(t, b, enqueuer, `select * from pgrun.queue_peers('w', array['a'])`)
 }
@@ -89,10 +76,8 @@ func TestQueuePeersSaysWhichQueuesAnnounceRoom(t *testing.T) {
 		var peers int32
 		var periodUS int64
 		var announces bool
-		var lanes, rank int32
-		require.NoError(t, rows.Scan(&queue, &peers, &periodUS, &announces, &lanes, &rank))
+		require.NoError(t, rows.Scan(&queue, &peers, &periodUS, &announces))
 		got[queue], rate[queue] = announces, periodUS
-		require.Zero(t, lanes, "queue %s has no claim lanes", queue)
 	}
 	require.NoError(t, rows.Err())
 	require.Equal(t, map[string]bool{"plain": false, "capped": true, "keyed": true, "rated": false, "none": false}, got)

@@ -154,18 +154,6 @@ func TestQueueSetAndList(t *testing.T) {
 	require.NoError(t, err)
 	require.Regexp(t, `(?m)^images +false +- +100/1m0s +2 `, out)
 
-	// Claim lanes: the CLI makes the queue's lane index first, and a count the engine
-	// refuses is one readable line.
-	out, err = c.run("queue", "set", "images", "--claim-lanes", "4")
-	require.NoError(t, err)
-	require.Regexp(t, `claim lanes +4\n`, out)
-	require.Equal(t, 1, count(t, pool, `select count(*) from pg_class where relname like 'jobs\_lanes\_%' and relkind = 'i'`))
-	out, err = c.run("queue", "list")
-	require.NoError(t, err)
-	require.Regexp(t, `(?m)^images .* 4 *$`, out)
-	_, err = c.run("queue", "set", "images", "--claim-lanes", "99")
-	require.ErrorContains(t, err, "claim_lanes 99 is not valid")
-
 	_, err = c.run("queue", "set", "images")
 	require.ErrorContains(t, err, "give at least one setting to change")
 	_, err = c.run("queue", "set", "images", "--max-running", "-1")

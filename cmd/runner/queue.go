@@ -26,15 +26,15 @@ func newQueueCmd(g *globals) *cobra.Command {
 				return err
 			}
 			tw := table(cmd.OutOrStdout())
-			fmt.Fprintln(tw, "QUEUE\tPAUSED\tMAX RUNNING\tRATE\tPER KEY\tLEASE\tTIMEOUT\tATTEMPTS\tRETENTION\tEPHEMERAL\tLANES")
+			fmt.Fprintln(tw, "QUEUE\tPAUSED\tMAX RUNNING\tRATE\tPER KEY\tLEASE\tTIMEOUT\tATTEMPTS\tRETENTION\tEPHEMERAL")
 			for _, q := range qs {
 				rate := "-"
 				if q.RateLimit != nil {
 					rate = fmt.Sprintf("%d/%s", *q.RateLimit, orDash(q.RatePeriod))
 				}
-				fmt.Fprintf(tw, "%s\t%t\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%t\t%s\n", q.Name, q.Paused, orDash(q.MaxRunning), rate,
+				fmt.Fprintf(tw, "%s\t%t\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%t\n", q.Name, q.Paused, orDash(q.MaxRunning), rate,
 					orDash(q.ConcurrencyLimit), orDash(q.DefaultLease), orDash(q.DefaultTimeout), orDash(q.DefaultMaxAttempts),
-					orDash(q.Retention), q.Ephemeral, orDash(q.ClaimLanes))
+					orDash(q.Retention), q.Ephemeral)
 			}
 			if len(qs) == 0 {
 				fmt.Fprintln(tw, "(no queues yet)")
@@ -72,7 +72,7 @@ func newQueueCmd(g *globals) *cobra.Command {
 // queueSettingFlags are the flags of `queue set` that change something.
 var queueSettingFlags = []string{"max-running", "rate-limit", "rate-period", "concurrency-limit", "default-lease",
 	"default-timeout", "default-max-attempts", "backoff-base", "backoff-max", "retention", "archive", "warm-wait",
-	"ephemeral", "claim-lanes", "reset"}
+	"ephemeral", "reset"}
 
 // newQueueSetCmd is pgrun.set_queue: a flag left out keeps the queue's value,
 // --reset clears settings back to no limit or the engine's default, and the engine
@@ -81,7 +81,6 @@ func newQueueSetCmd(g *globals) *cobra.Command {
 	var (
 		s                                               pgrun.QueueSettings
 		maxRunning, rateLimit, concurrency, maxAttempts int
-		lanes                                           int
 		ratePeriod, lease, timeout                      time.Duration
 		backoffBase, backoffMax, retention, warmWait    time.Duration
 		archive, ephemeral                              bool
@@ -96,7 +95,6 @@ sql/functions/50_queues.sql says what each setting means.`,
 		Example: `  runner queue set images --max-running 4 --rate-limit 100 --rate-period 1m
   runner queue set tenants --concurrency-limit 2 --default-timeout 10m
   runner queue set logs --ephemeral --retention 1h
-  runner queue set embed --claim-lanes 4   # makes the lane index first (as the table's owner)
   runner queue set images --reset max_running,rate_limit`,
 		Args: cobra.ExactArgs(1),
 		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *pgrun.Client) error {
@@ -125,7 +123,6 @@ sql/functions/50_queues.sql says what each setting means.`,
 			s.BackoffBase, s.BackoffMax = pickD("backoff-base", backoffBase), pickD("backoff-max", backoffMax)
 			s.Retention, s.WarmWait = pickD("retention", retention), pickD("warm-wait", warmWait)
 			s.Archive, s.Ephemeral = pickB("archive", archive), pickB("ephemeral", ephemeral)
-			s.ClaimLanes = pick("claim-lanes", lanes)
 			if !slices.ContainsFunc(queueSettingFlags, set) {
 				return fmt.Errorf("give at least one setting to change, or --reset (see runner queue set --help)")
 			}
@@ -146,7 +143,6 @@ sql/functions/50_queues.sql says what each setting means.`,
 			fmt.Fprintf(tw, "retention\t%s (archive %t)\n", orDash(q.Retention), q.Archive)
 			fmt.Fprintf(tw, "warm wait\t%s\n", orDash(q.WarmWait))
 			fmt.Fprintf(tw, "ephemeral\t%t\n", q.Ephemeral)
-			fmt.Fprintf(tw, "claim lanes\t%s\n", orDash(q.ClaimLanes))
 			return tw.Flush()
 		}),
 	}
@@ -164,7 +160,6 @@ sql/functions/50_queues.sql says what each setting means.`,
 	f.BoolVar(&archive, "archive", false, "move pruned jobs to pgrun.jobs_archive instead of deleting them")
 	f.DurationVar(&warmWait, "warm-wait", 0, "how long a job is left for a worker with its model warm (default 5s)")
 	f.BoolVar(&ephemeral, "ephemeral", false, "delete jobs as they succeed (no history kept)")
-	f.IntVar(&lanes, "claim-lanes", 0, "split the queue into this many claim lanes (2-64) for runners that share it; makes its index first")
 	f.StringSliceVar(&s.Reset, "reset", nil, "settings to clear, by column name (max_running,rate_limit,...)")
 	return cmd
 }

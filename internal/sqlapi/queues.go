@@ -3,7 +3,7 @@ package sqlapi
 // QueueColumns is the select list of one row of pgrun.queues (a queue's policy).
 const QueueColumns = `name, paused, created_at, updated_at, max_running, rate_limit, rate_period,
 	rate_window_start, rate_window_count, concurrency_limit, default_lease, default_timeout,
-	default_max_attempts, backoff_base, backoff_max, retention, archive, warm_wait, ephemeral, claim_lanes`
+	default_max_attempts, backoff_base, backoff_max, retention, archive, warm_wait, ephemeral`
 
 // ListQueues reads every queue's policy by name.
 const ListQueues = `select ` + QueueColumns + ` from pgrun.queues order by name`
@@ -18,22 +18,13 @@ const ResumeQueue = `select ` + QueueColumns + ` from pgrun.resume_queue($1)`
 // SetQueue sets a queue's policy, creating the queue (pgrun.set_queue): $1 name, $2
 // max_running, $3 rate_limit, $4 rate_period, $5 concurrency_limit, $6 default_lease,
 // $7 default_timeout, $8 default_max_attempts, $9 backoff_base, $10 backoff_max, $11
-// retention, $12 archive, $13 reset (settings to clear), $14 warm_wait, $15 ephemeral,
-// $16 claim_lanes (each NULL: unchanged).
+// retention, $12 archive, $13 reset (settings to clear), $14 warm_wait, $15 ephemeral
+// (each NULL: unchanged).
 const SetQueue = `select ` + QueueColumns + ` from pgrun.set_queue(name => $1,
 	max_running => $2, rate_limit => $3, rate_period => $4, concurrency_limit => $5,
 	default_lease => $6, default_timeout => $7, default_max_attempts => $8,
 	backoff_base => $9, backoff_max => $10, retention => $11, archive => $12,
-	reset => coalesce($13::text[], '{}'), warm_wait => $14, ephemeral => $15,
-	claim_lanes => $16)`
-
-// LaneIndexDDL is the statement that makes a queue's lane index (pgrun.lane_index_ddl):
-// $1 queue, $2 lanes.
-const LaneIndexDDL = `select pgrun.lane_index_ddl($1, $2)`
-
-// StaleLaneIndexes lists the statements that drop the lane indexes no queue uses
-// (pgrun.stale_lane_indexes).
-const StaleLaneIndexes = `select pgrun.stale_lane_indexes()`
+	reset => coalesce($13::text[], '{}'), warm_wait => $14, ephemeral => $15)`
 
 // RetryJobs redrives failed jobs in bulk (pgrun.retry_jobs) and returns how many: $1
 // queue, $2 kind, $3 failed at or after (each NULL: any), $4 at most this many.

@@ -14,13 +14,10 @@ const WorkerHeartbeat = `select pgrun.worker_heartbeat($1, $2, $3, $4, $5, $6, $
 // window of its rate limit in microseconds, 0 when it has none (a claim held back by
 // a rate limit finds room as time passes, not as jobs finish; see
 // pgrun.jobs_room_made), and whether completions announce room in it (max_running or
-// concurrency_limit: pgrun.announces_room), and its claim lanes (0: none) with this
-// worker's place among the live workers serving it (pgrun.peer_rank; 0 without
-// lanes): $1 worker id, $2 queues. A queue with no row in pgrun.queues has no limit.
+// concurrency_limit: pgrun.announces_room): $1 worker id, $2 queues. A queue with no
+// row in pgrun.queues has no limit.
 const QueuePeers = `select p.queue, p.peers,
        coalesce(case when q.rate_limit is not null
                      then (extract(epoch from pgrun.rate_period(q.rate_period)) * 1000000)::bigint end, 0),
-       coalesce(pgrun.announces_room(q.max_running, q.concurrency_limit), false),
-       coalesce(q.claim_lanes, 0)::integer,
-       case when q.claim_lanes is not null then pgrun.peer_rank($1, p.queue) else 0 end
+       coalesce(pgrun.announces_room(q.max_running, q.concurrency_limit), false)
 from pgrun.queue_peers($1, $2) p left join pgrun.queues q on q.name = p.queue`

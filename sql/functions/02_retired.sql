@@ -16,7 +16,6 @@ drop function if exists pgrun.claim_jobs(text, text, integer, interval, text[], 
 drop function if exists pgrun.renew_leases(text, bigint[], interval); -- retired in version 1
 -- (an internal helper of claim_jobs, never granted: it now takes the job's fields)
 drop function if exists pgrun.may_take_cold(pgrun.jobs, text, text[], text[], timestamptz, interval); -- retired in version 4
-drop function if exists pgrun.claim_jobs(text, text, integer, interval, text[], text[], smallint, timestamptz, bigint); -- retired in version 5
 
 -- from 34_dispatch.sql
 drop function if exists pgrun.dispatch_finished(bigint[]); -- retired in version 0
@@ -44,7 +43,6 @@ drop function if exists pgrun.maintain(integer, interval, integer, interval); --
 drop function if exists pgrun.set_queue(text, integer, integer, interval, integer, interval, integer, interval, interval, interval, boolean, text[]); -- retired in version 0
 drop function if exists pgrun.set_queue(text, integer, integer, interval, integer, interval, interval, integer, interval, interval, interval, boolean, text[]); -- retired in version 0
 drop function if exists pgrun.set_queue(text, integer, integer, interval, integer, interval, interval, integer, interval, interval, interval, boolean, text[], interval); -- retired in version 0
-drop function if exists pgrun.set_queue(text, integer, integer, interval, integer, interval, interval, integer, interval, interval, interval, boolean, text[], interval, boolean); -- retired in version 5
 
 -- from 41_runs.sql
 drop function if exists pgrun.node_dependents(pgrun.runs, text); -- retired in version 0

@@ -84,29 +84,6 @@ begin
 end;
 $$;
 
--- peer_rank is worker's place among the live workers (as queue_peers counts them)
--- that serve queue, by id: how many of the others sort before it. A runner serving a
--- queue with claim lanes takes the lanes of its place (runner/lanes.go), so that
--- runners started together spread over the lanes without talking to each other. Like
--- queue_peers, it tells a worker a count, nothing else of pgrun.workers.
-create or replace function pgrun.peer_rank(worker text, queue text)
-returns integer
-language plpgsql
-stable
-set search_path = pgrun, pg_catalog
-as $$
-#variable_conflict use_column
-declare
-  v_now timestamptz := pgrun.clock();
-begin
-  perform pgrun.check_worker_id(worker);
-  perform pgrun.check_queue_name(queue);
-  return (select count(*)::integer from pgrun.workers w
-          where w.id < peer_rank.worker and peer_rank.queue = any (w.queues) and w.state = 'running'
-            and pgrun.worker_alive(w, v_now));
-end;
-$$;
-
 -- flag_dead_workers flags workers that went silent for worker_silence (three heartbeat
 -- cadences) while holding running jobs (flagged_dead_at, and a worker.dead event on
 -- each of their jobs); the lease reaper brings the jobs back. A heartbeat clears the

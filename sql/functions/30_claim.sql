@@ -85,70 +85,6 @@ begin
 end;
 $$;
 
--- lane_ids locks FOR UPDATE SKIP LOCKED and returns up to n due jobs of lane lane (id %
--- lanes) of queue, in priority, run_at, id order, whose key is above (after_priority,
--- after_run_at, after_id) and whose priority is below below_priority (NULL: any), of
--- the given kinds (NULL: any), with claim_jobs' rule for jobs that name a model (the
--- worker passes none). It reads the queue's lane index (lane_index_ddl), whose
--- predicate names the queue and whose first column the lane count: the statement is
--- built for them, with the queue's name as a literal (a name check_queue_name passed;
--- %L quotes it) and the count as a number, so that the planner matches the index;
--- every value a caller chose is a parameter. Planned at each call, which a lane claim
--- (of a backlog, hundreds of jobs) pays once for all of them. The lane index leads with
--- the queue, as the claim index does, so that the planner, which estimates the key's
--- row comparison by "priority > p" alone (nothing, when every job has priority p),
--- finds the two equally cheap but for the lane, which only the lane index bounds; and
--- the statement is pinned to an ordered index scan: with the lane underestimated it
--- chose a bitmap scan of the whole lane and a sort, 6 ms for a claim of 500 at 50,000
--- jobs. (A row comparison leading with the lane made the planner choose the lane index
--- too, but btree then positioned the scan at the lane's start and stepped over every
--- entry before the key: lane claims cost 15% of a burn-down's rate.)
--- tests/invariant_claim_lanes_test.go checks the plans.
--- Granted to no role: claim_jobs, running as the engine, calls it.
-create or replace function pgrun.lane_ids(
-  queue           text,
-  lanes           integer,
-  lane            integer,
-  n               integer,
-  at              timestamptz,
-  kinds           text[],
-  after_priority  smallint,
-  after_run_at    timestamptz,
-  after_id        bigint,
-  below_priority  integer,
-  servable        text[],
-  worker          text,
-  warm_wait       interval
-)
-returns bigint[]
-language plpgsql
-set search_path = pgrun, pg_catalog
-set enable_seqscan = off
-set enable_bitmapscan = off
-set enable_sort = off
-as $$
-declare
-  v_ids bigint[];
-begin
-  execute format($q$
-    select array(
-      select c.id from pgrun.jobs c
-      where c.status = 'queued' and c.queue = %L and (c.id %% %s) = $1 and c.run_at <= $2
-        and ($3::text[] is null or c.kind = any ($3))
-        and (c.priority, c.run_at, c.id) > ($4, $5, $6)
-        and ($7::integer is null or c.priority < $7)
-        and (c.model is null or pgrun.may_take_cold(c.model, c.model_required, c.run_at, null, $8,
-             (select pgrun.models_warm_elsewhere($9, $2)), $2, $10))
-      order by c.priority, c.run_at, c.id
-      limit $11
-      for update skip locked)$q$, queue, lanes)
-  into v_ids
-  using lane::bigint, at, kinds, after_priority, after_run_at, after_id, below_priority, servable, worker,
-        warm_wait, n;
-  return v_ids;
-end;
-$$;
-
 -- claim_jobs claims up to n due jobs of one queue for worker, in priority, run_at, id
 -- order, of the given kinds only (NULL: any kind; a worker passes the kinds it has
 -- handlers for, so a job nobody handles stays queued and is counted in
@@ -195,8 +131,7 @@ create or replace function pgrun.claim_jobs(
   kinds           text[] default null,
   after_priority  smallint default null,
   after_run_at    timestamptz default null,
-  after_id        bigint default null,
-  lane            integer default null
+  after_id        bigint default null
 )
 returns setof pgrun.jobs
 language plpgsql
@@ -231,10 +166,6 @@ begin
     raise exception 'after_priority, after_run_at and after_id go together'
       using errcode = '22023', hint = 'Pass all three (the key of the last job claimed) or none.';
   end if;
-  if lane < 0 or lane > 63 then
-    raise exception 'claim lane % is not valid', lane
-      using errcode = '22023', hint = 'Pass a lane from 0 to the queue''s claim_lanes - 1, or NULL for the whole queue.';
-  end if;
 
   -- The queue's policy; then, in one look-up, the operator's control of this
   -- worker's host and what the worker can serve.
@@ -249,18 +180,6 @@ begin
   end if;
   lease := coalesce(lease, q.default_lease, pgrun.default_lease());
   v_wait := coalesce(q.warm_wait, interval '5 seconds');
-  -- A lane is taken only where it applies: the queue has that many lanes or more, no
-  -- per-key limit (whose look-ahead needs the whole queue) and no models warm here.
-  -- Otherwise the claim is of the whole queue, from its start: the runner's look at the
-  -- queue may be older than the operator's last change, and the key it passed is a
-  -- lane's, below which the other lanes may still hold jobs.
-  if lane is not null and (q.claim_lanes is null or lane >= q.claim_lanes or q.concurrency_limit is not null
-                           or coalesce(cardinality(models), 0) > 0) then
-    lane := null;
-    after_priority := null;
-    after_run_at := null;
-    after_id := null;
-  end if;
   -- Model affinity: advertise what is warm here (written only when it changed).
   if models is not null then
     update pgrun.workers w set models = claim_jobs.models
@@ -334,24 +253,12 @@ begin
     -- Resuming needs claims in key order: with a model warm here, the warm pass takes
     -- jobs out of it, so the key is not used. A worker with a model cache and nothing
     -- warm passes an empty list, and resumes like one without (the Go runner does).
-    foreach v_pass in array case when lane is not null and after_id is not null then array['lane-urgent', 'lane-after']
-                                 when lane is not null then array['lane']
-                                 when v_top is not null then array['warm', 'any']
+    foreach v_pass in array case when v_top is not null then array['warm', 'any']
                                  when after_id is not null and coalesce(cardinality(models), 0) = 0
                                    then array['urgent', 'after']
                                  else array['any'] end loop
       -- One statement per pass, so that each keeps its own index range.
-      if v_pass = 'lane-urgent' then
-        continue when after_priority <= 0;
-        v_ids := pgrun.lane_ids(claim_jobs.queue, q.claim_lanes, lane, v_left, v_now, kinds,
-                                -1::smallint, '-infinity', 0, after_priority, v_servable, worker, v_wait);
-      elsif v_pass = 'lane-after' then
-        v_ids := pgrun.lane_ids(claim_jobs.queue, q.claim_lanes, lane, v_left, v_now, kinds,
-                                after_priority, after_run_at, after_id, null, v_servable, worker, v_wait);
-      elsif v_pass = 'lane' then
-        v_ids := pgrun.lane_ids(claim_jobs.queue, q.claim_lanes, lane, v_left, v_now, kinds,
-                                -1::smallint, '-infinity', 0, null, v_servable, worker, v_wait);
-      elsif v_pass = 'warm' then
+      if v_pass = 'warm' then
         v_ids := array(
           select c.id from pgrun.jobs c
           where c.status = 'queued' and c.queue = claim_jobs.queue and c.run_at <= v_now

@@ -73,72 +73,6 @@ begin
 end;
 $$;
 
--- check_claim_lanes refuses a lane count set_queue and lane_index_ddl do not take.
-create or replace function pgrun.check_claim_lanes(lanes integer)
-returns void
-language plpgsql
-immutable
-set search_path = pgrun, pg_catalog
-as $$
-begin
-  if lanes is null or lanes < 2 or lanes > 64 then
-    raise exception 'claim_lanes % is not valid', coalesce(lanes::text, 'NULL')
-      using errcode = '22023', hint = 'Split a queue into 2 to 64 lanes, or reset claim_lanes for none.';
-  end if;
-end;
-$$;
-
--- lane_index_name names the index of queue's lanes when it has lanes lanes: a hash of
--- the queue's name (names run to 63 bytes, as index names do) and the count, so that
--- a new count is a new index, made beside the old one before the switch.
-create or replace function pgrun.lane_index_name(queue text, lanes integer)
-returns text
-language sql
-immutable
-set search_path = pgrun, pg_catalog
-as $$ select 'jobs_lanes_' || left(md5(queue), 16) || '_' || lanes $$;
-
--- lane_index_ddl returns the statement that makes queue's lane index for lanes lanes
--- (set_queue(claim_lanes) requires it): the queue's queued jobs by lane (id % lanes),
--- then in claim order, and only that queue's, so that no other queue's enqueue writes
--- it. It leads with the queue, as the claim index does (see lane_ids). CONCURRENTLY, so that enqueues go on while it is built; it must run outside a
--- transaction, by the owner of pgrun.jobs. claim_jobs' lane passes spell the lane
--- expression as this does, and the queue's name as a literal, so that the planner
--- matches both to the index.
-create or replace function pgrun.lane_index_ddl(queue text, lanes integer)
-returns text
-language plpgsql
-stable
-set search_path = pgrun, pg_catalog
-as $$
-begin
-  perform pgrun.check_queue_name(queue);
-  perform pgrun.check_claim_lanes(lanes);
-  return format('create index concurrently if not exists %I on pgrun.jobs (queue, (id %% %s), priority, run_at, id) '
-                'where status = %L and queue = %L',
-                pgrun.lane_index_name(queue, lanes), lanes, 'queued', queue);
-end;
-$$;
-
--- stale_lane_indexes returns the statements that drop the lane indexes no queue's
--- claim_lanes uses any more (lanes reset, or a queue moved to another count): DROP
--- INDEX CONCURRENTLY, to run outside a transaction by the owner of pgrun.jobs, as
--- Client.SetQueue and `runner queue set` do after changing claim_lanes. A claim that
--- still names a lane the queue no longer has claims the whole queue instead.
-create or replace function pgrun.stale_lane_indexes()
-returns setof text
-language sql
-stable
-set search_path = pgrun, pg_catalog
-as $$
-  select format('drop index concurrently if exists pgrun.%I', c.relname)
-  from pg_index x join pg_class c on c.oid = x.indexrelid
-  where x.indrelid = 'pgrun.jobs'::regclass and c.relname like 'jobs\_lanes\_%'
-    and c.relname not in (select pgrun.lane_index_name(q.name, q.claim_lanes) from pgrun.queues q
-                          where q.claim_lanes is not null)
-  order by c.relname
-$$;
-
 -- set_queue sets queue name's policy. Each argument left NULL keeps its value; name
 -- settings in reset to clear them (back to no limit or the engine default):
 --   max_running        at most this many of the queue's jobs run at once, across runners
@@ -158,15 +92,6 @@ $$;
 --                      workflow nodes are kept whatever the queue: their parents and
 --                      runs read them; so are parents finished by their children, and
 --                      failed and cancelled jobs.
---   claim_lanes        split the queue's jobs into this many lanes (2 to 64) by
---                      id % claim_lanes; each runner serving the queue claims from
---                      lanes of its own while it has a backlog, so that runners sharing
---                      one busy queue stop stepping over the rows each other's claims
---                      hold (docs/operations.md, "Claim lanes"). The queue's lane index
---                      must exist first: lane_index_ddl gives the statement, and
---                      `runner queue set --claim-lanes` runs it. Within a lane, claims
---                      keep priority, run_at, id order; across lanes a runner's order
---                      is per lane.
 -- Returns the queue.
 create or replace function pgrun.set_queue(
   name                  text,
@@ -183,8 +108,7 @@ create or replace function pgrun.set_queue(
   archive               boolean default null,
   reset                 text[] default '{}',
   warm_wait             interval default null,
-  ephemeral             boolean default null,
-  claim_lanes           integer default null
+  ephemeral             boolean default null
 )
 returns pgrun.queues
 language plpgsql
@@ -198,10 +122,9 @@ begin
   perform pgrun.queue_row(name);
   foreach k in array coalesce(reset, '{}') loop
     if k <> all (array['max_running', 'rate_limit', 'concurrency_limit', 'default_lease', 'default_timeout',
-                       'default_max_attempts', 'backoff_base', 'backoff_max', 'retention', 'warm_wait',
-                       'claim_lanes']) then
+                       'default_max_attempts', 'backoff_base', 'backoff_max', 'retention', 'warm_wait']) then
       raise exception 'setting % cannot be reset', quote_literal(k)
-        using errcode = '22023', hint = 'Reset one of max_running, rate_limit, concurrency_limit, default_lease, default_timeout, default_max_attempts, backoff_base, backoff_max, retention, warm_wait, claim_lanes.';
+        using errcode = '22023', hint = 'Reset one of max_running, rate_limit, concurrency_limit, default_lease, default_timeout, default_max_attempts, backoff_base, backoff_max, retention.';
     end if;
   end loop;
   if max_running < 0 or rate_limit < 0 or concurrency_limit < 1 or default_max_attempts < 1 then
@@ -222,17 +145,6 @@ begin
   perform pgrun.check_positive_interval('backoff_max', backoff_max);
   perform pgrun.check_positive_interval('retention', retention);
   perform pgrun.check_positive_interval('warm_wait', warm_wait);
-  if claim_lanes is not null and not 'claim_lanes' = any (reset) then
-    perform pgrun.check_claim_lanes(claim_lanes);
-    if not exists (select 1 from pg_index x join pg_class c on c.oid = x.indexrelid
-                   where x.indrelid = 'pgrun.jobs'::regclass and x.indisvalid
-                     and c.relname = pgrun.lane_index_name(name, claim_lanes)) then
-      raise exception 'queue % has no index for % claim lanes', name, claim_lanes
-        using errcode = '55000',
-              hint = format('Create it first, as the owner of pgrun.jobs (outside a transaction): %s;',
-                            pgrun.lane_index_ddl(name, claim_lanes));
-    end if;
-  end if;
   update pgrun.queues x set
     max_running = case when 'max_running' = any (reset) then null else coalesce(set_queue.max_running, x.max_running) end,
     rate_limit = case when 'rate_limit' = any (reset) then null else coalesce(set_queue.rate_limit, x.rate_limit) end,
@@ -247,7 +159,6 @@ begin
     archive = coalesce(set_queue.archive, x.archive),
     warm_wait = case when 'warm_wait' = any (reset) then null else coalesce(set_queue.warm_wait, x.warm_wait) end,
     ephemeral = coalesce(set_queue.ephemeral, x.ephemeral),
-    claim_lanes = case when 'claim_lanes' = any (reset) then null else coalesce(set_queue.claim_lanes, x.claim_lanes) end,
     updated_at = now()
   where x.name = set_queue.name
   returning x.* into r;

@@ -37,12 +37,12 @@ as $$
     -- worker
     'claim_jobs', 'renew_leases', 'complete_jobs', 'complete_job', 'fail_job', 'retry_later',
     'requeue_job', 'defer_job', 'set_progress', 'beat', 'emit', 'worker_heartbeat', 'record_hw',
-    'release_unheld', 'queue_peers', 'peer_rank',
+    'release_unheld', 'queue_peers',
     -- enqueuer
     'start_run', 'submit_input', 'replace_queued', 'jobs_after_insert', 'job_timeline', 'caller_tenant',
     -- admin
     'cancel_job', 'retry_job', 'retry_jobs', 'cancel_run', 'retry_run', 'define_workflow',
-    'pause_queue', 'resume_queue', 'set_queue', 'lane_index_ddl', 'stale_lane_indexes', 'set_schedule', 'drop_schedule', 'pause_schedule',
+    'pause_queue', 'resume_queue', 'set_queue', 'set_schedule', 'drop_schedule', 'pause_schedule',
     'resume_schedule', 'set_worker_control', 'worker_modes', 'maintain', 'take_maintenance',
     'set_maintenance_step', 'reap_expired_leases', 'fail_overdue', 'flag_dead_workers', 'forget_workers', 'prune_history',
     'drain_outbox', 'fire_schedules', 'dispatch', 'note_server_epoch', 'set_tenant_mode', 'grant_tenant', 'revoke_tenant',
@@ -120,15 +120,14 @@ begin
   foreach f in array array['claim_jobs', 'claim_job', 'renew_leases', 'complete_jobs', 'complete_job', 'fail_job',
                            'retry_later', 'requeue_job', 'defer_job', 'set_progress', 'beat', 'emit',
                            'worker_heartbeat', 'record_hw', 'worker_modes', 'error_class_permanent',
-                           'clock', 'release_unheld', 'queue_peers', 'peer_rank'] loop
+                           'clock', 'release_unheld', 'queue_peers'] loop
     return query select format('grant execute on function %s to %I', pgrun.qualified(p.oid), worker)
                  from pg_proc p where p.pronamespace = 'pgrun'::regnamespace and p.proname = f;
   end loop;
   -- admin: operations, and reading everything.
   return next format('grant select on all tables in schema pgrun to %I', admin);
   foreach f in array array['cancel_job', 'retry_job', 'retry_jobs', 'retryable_jobs', 'cancel_run', 'retry_run',
-                           'define_workflow', 'pause_queue', 'resume_queue', 'set_queue', 'lane_index_ddl',
-                           'stale_lane_indexes', 'set_schedule',
+                           'define_workflow', 'pause_queue', 'resume_queue', 'set_queue', 'set_schedule',
                            'drop_schedule', 'pause_schedule', 'resume_schedule', 'set_worker_control',
                            'worker_modes', 'maintain', 'take_maintenance', 'set_maintenance_step',
                            'reap_expired_leases',
