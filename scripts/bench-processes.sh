@@ -73,19 +73,25 @@ for n in "${counts[@]}"; do
       --log-level warn --job-log=false --telemetry-interval 0 2>>"$work/runners.log" &
     pids+=($!)
   done
-  # Until nothing is queued or running. Each look reads the claim index from the
-  # queue's start, over the dead entries of every job claimed since the vacuum (tens of
-  # milliseconds late in a million-job run), so it looks once a second: the rate comes
-  # from the jobs' own timestamps, not from when this loop notices the end.
-  while [ "$(psql "$url" -qAtc "select exists (select 1 from pgrun.jobs where queue = '$queue' and status = 'queued'
-                                          order by priority, run_at, id limit 1)
-      or exists (select 1 from pgrun.jobs where status = 'running' and queue = '$queue'
-                 order by least(lease_expires_at, deadline_at) limit 1)")" = t ]; do
-    for p in "${pids[@]}"; do
-      kill -0 "$p" 2>/dev/null || { echo "bench-processes: a runner exited early:" >&2; cat "$work/runners.log" >&2; exit 1; }
+  # Until every job succeeded. First until the last job enqueued has finished (a look
+  # by primary key, twice a second), then until none is left unfinished (a count that
+  # reads the table once a second, seldom more than once or twice). The looks stay off
+  # the claim index: one from the queue's start steps over the dead entries of every job
+  # claimed since the vacuum (a million, late in a million-job run), which cost the
+  # server tens of milliseconds a second and, with STATS=1, put as many entries into
+  # the claim index's counts as the runners' own claims read. The rate comes from the
+  # jobs' own timestamps, not from when this loop notices the end.
+  last=$(psql "$url" -qAtc "select max(id) from pgrun.jobs where queue = '$queue'")
+  wait_for() { # $1: a query that answers t when done; $2: seconds between looks
+    while [ "$(psql "$url" -qAtc "$1")" != t ]; do
+      for p in "${pids[@]}"; do
+        kill -0 "$p" 2>/dev/null || { echo "bench-processes: a runner exited early:" >&2; cat "$work/runners.log" >&2; exit 1; }
+      done
+      sleep "$2"
     done
-    sleep 1
-  done
+  }
+  wait_for "select finished_at is not null from pgrun.jobs where id = $last" 0.5
+  wait_for "select count(*) = 0 from pgrun.jobs where queue = '$queue' and status <> 'succeeded'" 1
   # The runners' own CPU (user and system, in clock ticks) before they stop.
   ticks=0
   for p in "${pids[@]}"; do
