@@ -133,11 +133,11 @@ func (r *resumer) sweep() bool {
 // for a sweep's job: the claims in flight may not have taken the jobs before it yet.
 func (r *resumer) swept(jobs []*pgrun.Job, err error) {
 	if err != nil {
-		r.key = nil
+		r.forget()
 		return
 	}
 	if k := lastKey(jobs); k != nil && r.key != nil && k.less(*r.key) {
-		r.key = nil
+		r.forget()
 	}
 	r.remember(jobs)
 }

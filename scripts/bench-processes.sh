@@ -73,7 +73,8 @@ for n in "${counts[@]}"; do
       --log-level warn --job-log=false --telemetry-interval 0 2>>"$work/runners.log" &
     pids+=($!)
   done
-  # Until every job succeeded. First until the last job enqueued has finished (a look
+  # Until every job finished (a job that failed is reported below, not waited for
+  # for ever). First until the last job enqueued has finished (a look
   # by primary key, twice a second), then until none is left unfinished (a count that
   # reads the table once a second, seldom more than once or twice). The looks stay off
   # the claim index: one from the queue's start steps over the dead entries of every job
@@ -91,7 +92,7 @@ for n in "${counts[@]}"; do
     done
   }
   wait_for "select finished_at is not null from pgrun.jobs where id = $last" 0.5
-  wait_for "select count(*) = 0 from pgrun.jobs where queue = '$queue' and status <> 'succeeded'" 1
+  wait_for "select count(*) = 0 from pgrun.jobs where queue = '$queue' and finished_at is null" 1
   # The runners' own CPU (user and system, in clock ticks) before they stop.
   ticks=0
   for p in "${pids[@]}"; do
