@@ -6,6 +6,8 @@ import (
 	"io"
 	"slices"
 	"text/tabwriter"
+
+	"github.com/pgrun/pgrun/bench/internal/riverbench"
 )
 
 // roundResult is one engine's figures in one round. LimitPerSec is pgrun's bare
@@ -111,7 +113,7 @@ func printTables(w io.Writer, r *result) {
 	fmt.Fprintf(w, "pgrun vs River, PostgreSQL %s: %d no-op jobs per engine per round, inserts in batches of %d\n",
 		r.Server, c.Jobs, c.Batch)
 	fmt.Fprintf(w, "pgrun runner: %d slots, GOGC %d; River: MaxWorkers %d, FetchCooldown %s, FetchPollInterval %s, GOGC %d; bare loop: %d connection(s), claims of %d\n\n",
-		c.PgrunWorkers, c.PgrunGOGC, c.RiverWorkers, riverFetchCooldown, riverFetchPollInterval, c.RiverGOGC, c.LimitConns, c.LimitClaim)
+		c.PgrunWorkers, c.PgrunGOGC, c.RiverWorkers, riverbench.FetchCooldown, riverbench.FetchPollInterval, c.RiverGOGC, c.LimitConns, c.LimitClaim)
 	for i := 1; i <= c.Rounds; i++ {
 		fmt.Fprintf(w, "round %d\n", i)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)

@@ -10,14 +10,8 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
-)
 
-// River's fetch settings in its own `river bench` (cmd/river/riverbench): its
-// authors found them far better for throughput than the client defaults (100 ms
-// cooldown, 1 s poll), so the comparison gives River its best-known settings.
-const (
-	riverFetchCooldown     = 2 * time.Millisecond
-	riverFetchPollInterval = 20 * time.Millisecond
+	"github.com/pgrun/pgrun/bench/internal/riverbench"
 )
 
 // riverArgs is River's no-op job; its kind matches pgrun's.
@@ -58,13 +52,7 @@ func riverRound(ctx context.Context, admin *pgx.Conn, c config, round int) (*rou
 	worked := &counter{}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &riverWorker{worked: worked})
-	client, err := river.NewClient(driver, &river.Config{
-		FetchCooldown:     riverFetchCooldown,
-		FetchPollInterval: riverFetchPollInterval,
-		Logger:            quietLogger(),
-		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: c.RiverWorkers}},
-		Workers:           workers,
-	})
+	client, err := river.NewClient(driver, riverbench.Config(c.RiverWorkers, workers, quietLogger()))
 	if err != nil {
 		return nil, err
 	}

@@ -27,6 +27,8 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/pgrun/pgrun/bench/internal/riverbench"
 )
 
 type noopArgs struct{}
@@ -62,8 +64,10 @@ func run(ctx context.Context, url string, seed, maxWorkers int) error {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &noopWorker{})
-	cfg := &river.Config{Logger: quiet, Workers: workers}
+	// bench's settings for River; inserting needs no queue, so the seed's client runs none.
+	cfg := riverbench.Config(maxWorkers, workers, quiet)
 	if seed > 0 {
+		cfg.Queues = nil
 		migrator, err := rivermigrate.New(driver, &rivermigrate.Config{Logger: quiet})
 		if err != nil {
 			return err
@@ -86,10 +90,6 @@ func run(ctx context.Context, url string, seed, maxWorkers int) error {
 		}
 		return nil
 	}
-	// The fetch settings of River's own `river bench` (bench/river.go says why).
-	cfg.FetchCooldown = 2 * time.Millisecond
-	cfg.FetchPollInterval = 20 * time.Millisecond
-	cfg.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: maxWorkers}}
 	client, err := river.NewClient(driver, cfg)
 	if err != nil {
 		return err
