@@ -94,7 +94,9 @@ type Job struct {
 	// claimed). Every claim gets a new one, unlike Attempt, which counts claims and
 	// can repeat after an asynchronous failover undid a claim. A handler whose side
 	// effects must happen once keys them on it (with ID); the runner presents it with
-	// every report, so a report of an older claim never finishes a newer one.
+	// every report, so a report of an older claim never finishes a newer one. It reads
+	// as zero to anyone but the claim's holder (the login that registered its worker)
+	// and administrators: pgrun.claim_token.
 	ClaimID ClaimID `db:"claim_id"`
 	// LeaseLength is the lease of the current claim: renew it every third of this.
 	LeaseLength *time.Duration `db:"lease_length"`
@@ -177,7 +179,9 @@ func (c ClaimID) UUIDValue() (pgtype.UUID, error) {
 }
 
 // JobColumns is the select list that scans into [Job] with [ScanJobs] / [ScanJob]:
-// every column of pgrun.jobs.
+// every column of pgrun.jobs. Over pgrun.jobs itself its claim_id is a column only
+// administrators may read (docs/security.md); the client's reads use
+// pgrun.claim_token(id) in its place.
 //
 // Deprecated: for code outside this module that writes its own SQL; kept for one
 // release. Use [Client.ListJobs] and [Client.GetJob].

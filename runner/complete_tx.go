@@ -42,12 +42,12 @@ func CompleteTx(ctx context.Context, tx pgx.Tx, job *pgrun.Job, result any) erro
 	if e != nil && e.job.ID != job.ID {
 		e = nil // the ctx of another job's handler
 	}
-	var worker string
+	var worker *string // NULL when the job names none: never claimed, nothing to finish
 	switch {
 	case e != nil:
-		worker = e.r.cfg.WorkerID
+		worker = &e.r.cfg.WorkerID
 	case job.ClaimedBy != nil:
-		worker = *job.ClaimedBy
+		worker = job.ClaimedBy
 	}
 	var payload []byte
 	if result != nil {

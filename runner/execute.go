@@ -385,7 +385,7 @@ func (e *execution) emit(ctx context.Context, event string, fields map[string]an
 	if err != nil {
 		return fmt.Errorf("emit %s: encode fields: %w", event, err)
 	}
-	_, err = e.r.pool.Exec(ctx, sqlapi.Emit, e.job.ID, event, payload)
+	_, err = e.r.pool.Exec(ctx, sqlapi.Emit, e.job.ID, event, payload, e.r.cfg.WorkerID, e.job.ClaimID)
 	if err != nil {
 		return fmt.Errorf("emit %s: %w", event, err)
 	}
@@ -397,7 +397,7 @@ func (e *execution) progress(ctx context.Context, current, total int64) error {
 	if total > 0 {
 		t = &total
 	}
-	if _, err := e.r.pool.Exec(ctx, sqlapi.SetProgress, e.job.ID, current, t); err != nil {
+	if _, err := e.r.pool.Exec(ctx, sqlapi.SetProgress, e.job.ID, current, t, e.r.cfg.WorkerID, e.job.ClaimID); err != nil {
 		return fmt.Errorf("progress of job %d: %w", e.job.ID, err)
 	}
 	return nil

@@ -48,11 +48,12 @@ func (r *Runner) renew(ctx context.Context) {
 		}
 	}
 	var beats []int64
+	var beatClaims []pgrun.ClaimID
 	for _, e := range execs {
 		ids = append(ids, e.job.ID)
 		claims = append(claims, e.job.ClaimID)
 		if e.beat.Swap(false) {
-			beats = append(beats, e.job.ID)
+			beats, beatClaims = append(beats, e.job.ID), append(beatClaims, e.job.ClaimID)
 		}
 	}
 	b := &pgx.Batch{}
@@ -69,7 +70,7 @@ func (r *Runner) renew(ctx context.Context) {
 			})
 	}
 	if len(beats) > 0 {
-		b.Queue(sqlapi.Beat, beats)
+		b.Queue(sqlapi.Beat, beats, r.cfg.WorkerID, beatClaims)
 	}
 	r.queueHeartbeat(b, "running")
 	began := time.Now()

@@ -77,26 +77,30 @@ func TestWorkerRole(t *testing.T) {
 	require.NoError(t, err)
 	var id int64
 	var attempt int
-	require.NoError(t, p.QueryRow(b.Ctx, `select id, attempt from pgrun.claim_jobs('roles', 'w-mine', 1, kinds => array['noop'])`).Scan(&id, &attempt))
+	var claim string
 	testkit.Allowed(t, b, p, `select pgrun.worker_heartbeat('w-mine', 'h', 1, array['roles'], kinds => array['noop'])`)
+	require.NoError(t, p.QueryRow(b.Ctx, `select id, attempt, claim_id::text from pgrun.claim_jobs('roles', 'w-mine', 1, kinds => array['noop'])`).
+		Scan(&id, &attempt, &claim))
 	testkit.Allowed(t, b, p, `select pgrun.renew_leases('w-mine', array[$1::bigint])`, id)
-	testkit.Allowed(t, b, p, `select pgrun.set_progress($1, 1, 2)`, id)
-	testkit.Allowed(t, b, p, `select pgrun.emit($1, 'note')`, id)
+	testkit.Allowed(t, b, p, `select pgrun.set_progress($1, 1, 2, 'w-mine', $2::uuid)`, id, claim)
+	testkit.Allowed(t, b, p, `select pgrun.emit($1, 'note', worker => 'w-mine', claim_id => $2::uuid)`, id, claim)
 	testkit.Denied(t, b, p, `select pgrun.complete_jobs(array[$1::bigint], array[$2::int])`, id, attempt)
+	testkit.Denied(t, b, p, `select pgrun.complete_jobs(array[$1::bigint], array[$2::int], null, 'w-mine')`, id, attempt)
 
 	other := runningJob(t, b, "w-other")
 	var n int
-	require.NoError(t, p.QueryRow(b.Ctx, `select count(*) from pgrun.complete_jobs(array[$1::bigint], array[$2::int], null, 'w-mine')`,
-		other.ID, other.Attempt).Scan(&n))
+	require.NoError(t, p.QueryRow(b.Ctx, `select count(*) from pgrun.complete_jobs(array[$1::bigint], array[$2::int], null, 'w-mine', array[$3::uuid])`,
+		other.ID, other.Attempt, claim).Scan(&n))
 	require.Zero(t, n, "a job another worker holds")
 	require.Equal(t, pgrun.StatusRunning, testkit.JobStatus(t, b, other.ID))
 	var failed *int64
-	require.NoError(t, p.QueryRow(b.Ctx, `select (pgrun.fail_job($1, $2, '{"message": "x"}', false, 'w-mine')).id`, other.ID, other.Attempt).Scan(&failed))
+	require.NoError(t, p.QueryRow(b.Ctx, `select (pgrun.fail_job($1, $2, '{"message": "x"}', false, 'w-mine', $3::uuid)).id`,
+		other.ID, other.Attempt, claim).Scan(&failed))
 	require.Nil(t, failed)
 	require.Equal(t, pgrun.StatusRunning, testkit.JobStatus(t, b, other.ID))
 
-	require.NoError(t, p.QueryRow(b.Ctx, `select count(*) from pgrun.complete_jobs(array[$1::bigint], array[$2::int], null, 'w-mine')`,
-		id, attempt).Scan(&n))
+	require.NoError(t, p.QueryRow(b.Ctx, `select count(*) from pgrun.complete_jobs(array[$1::bigint], array[$2::int], null, 'w-mine', array[$3::uuid])`,
+		id, attempt, claim).Scan(&n))
 	require.Equal(t, 1, n)
 	require.Equal(t, pgrun.StatusSucceeded, testkit.JobStatus(t, b, id))
 	// Handing back what it does not hold reaches only its own jobs.
@@ -227,6 +231,7 @@ func TestClockSeamIsClosedToCallers(t *testing.T) {
 	_, err = b.Pool.Exec(b.Ctx, `select pgrun.enqueue_job('noop', queue => 'later', run_at => now() + interval '30 days')`)
 	require.NoError(t, err)
 	p := testkit.AsRole(t, b, "pgrun_worker")
+	testkit.Allowed(t, b, p, `select pgrun.worker_heartbeat('w', 'h', 1, array['later'])`)
 	conn, err := p.Acquire(b.Ctx)
 	require.NoError(t, err)
 	defer conn.Release()

@@ -88,6 +88,7 @@ func TestTenantEnqueuerSeesOnlyItsOwnJobs(t *testing.T) {
 	// Workers and administrators see every tenant.
 	require.Equal(t, 2, one[int](t, ctx, k.admin, `select count(*) from pgrun.jobs`))
 	_, worker := testkit.NewRole(t, k.DB, "pgrun_worker")
+	testkit.Allowed(t, k.DB, worker, `select pgrun.worker_heartbeat('w1', 'h', 1, array['tenants'])`)
 	require.Equal(t, 2, one[int](t, ctx, worker, `select count(*) from pgrun.jobs`))
 	require.Len(t, testkit.ClaimN(t, worker, "tenants", "w1", 1, "30 seconds"), 1) // globex's job
 	require.Zero(t, one[int](t, ctx, k.acme, `select count(*) from pgrun.active_jobs`), "views read with the reader's rights")
@@ -152,13 +153,14 @@ func TestTenantRunsAndChildren(t *testing.T) {
 
 	// A worker (no tenant) defers an acme job to children: they are acme's.
 	_, worker := testkit.NewRole(t, k.DB, "pgrun_worker")
+	testkit.Allowed(t, k.DB, worker, `select pgrun.worker_heartbeat('w1', 'h', 1, array['tenant_fan'])`)
 	parent, err := pgrun.Enqueue(ctx, k.acme, "fan", nil, pgrun.Queue("tenant_fan"))
 	require.NoError(t, err)
 	c := testkit.ClaimN(t, worker, "tenant_fan", "w1", 1, "30 seconds")
 	require.Len(t, c, 1)
 	require.Equal(t, parent.ID, c[0].ID)
-	testkit.Allowed(t, k.DB, worker, `select pgrun.defer_job($1, $2, '[{"kind": "noop"}, {"kind": "noop", "unique_key": "child"}]', worker => 'w1')`,
-		c[0].ID, c[0].Attempt)
+	testkit.Allowed(t, k.DB, worker, `select pgrun.defer_job($1, $2, '[{"kind": "noop"}, {"kind": "noop", "unique_key": "child"}]',
+		worker => 'w1', claim_id => pgrun.claim_token($1))`, c[0].ID, c[0].Attempt)
 	require.Equal(t, 2, one[int](t, ctx, k.acme, `select count(*) from pgrun.jobs where parent_id = $1 and tenant = 'acme'`, parent.ID))
 	require.Zero(t, one[int](t, ctx, k.globex, `select count(*) from pgrun.jobs where parent_id = $1`, parent.ID))
 }

@@ -46,6 +46,8 @@ func TestQueuePeersCountsOtherLiveWorkers(t *testing.T) {
 func TestQueuePeersForTheWorkerRoleAndBadInput(t *testing.T) {
 	b := testkit.Setup(t)
 	p := testkit.AsRole(t, b, "pgrun_worker")
+	testkit.Denied(t, b, p, `select * from pgrun.queue_peers('w', array['a'])`) // not registered by this login
+	testkit.Allowed(t, b, p, `select pgrun.worker_heartbeat('w', 'h', 1, array['a'])`)
 	testkit.Allowed(t, b, p, `select * from pgrun.queue_peers('w', array['a'])`)
 	// The runner's own look, which also reads each queue's rate limit.
 	testkit.Allowed(t, b, p, sqlapi.QueuePeers, "w", []string{"a"})
@@ -67,6 +69,7 @@ func TestQueuePeersSaysWhichQueuesAnnounceRoom(t *testing.T) {
 		`select pgrun.set_queue('keyed', concurrency_limit => 1)`,
 		`select pgrun.set_queue('rated', rate_limit => 5, rate_period => '1 second')`)
 	p := testkit.AsRole(t, b, "pgrun_worker")
+	testkit.Allowed(t, b, p, `select pgrun.worker_heartbeat('w', 'h', 1, array['plain'])`)
 	rows, err := p.Query(b.Ctx, sqlapi.QueuePeers, "w", []string{"plain", "capped", "keyed", "rated", "none"})
 	require.NoError(t, err)
 	got := map[string]bool{}

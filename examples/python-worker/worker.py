@@ -87,7 +87,8 @@ def main():
     signal.signal(signal.SIGTERM, lambda *_: stop.set())  # nothing else: see keeper
     threading.Thread(target=keeper, daemon=True).start()
     with psycopg.connect(URL, autocommit=True, row_factory=dict_row) as conn:
-        conn.execute("listen pgrun_jobs")
+        conn.execute("listen pgrun_jobs")  # then register: the id is this login's from now on
+        conn.execute("select pgrun.worker_heartbeat(%s, %s, %s, %s, kinds => %s)", (WORKER, socket.gethostname(), os.getpid(), [QUEUE], KINDS))
         while True:
             cancelled.clear()  # before the check: a SIGTERM after it interrupts the next job
             if stop.is_set(): break

@@ -1,8 +1,13 @@
 package sqlapi
 
+import "strings"
+
 // JobColumns is the select list of one job: every column of pgrun.jobs in table
 // order, the status as text. It scans into pgrun.Job by name; a column added to the
-// table is added here (tests/client_columns_test.go checks the two agree).
+// table is added here (tests/client_columns_test.go checks the two agree). Use it over
+// what a function returns (claim_jobs, cancel_job, enqueue_columns...): over
+// pgrun.jobs itself, claim_id is a column only administrators may read, and
+// JobReadColumns is the list for everyone.
 const JobColumns = `id, kind, queue, args, status::text as status, priority, run_at, attempt,
 	failures, max_attempts, lease_expiries, claimed_by, lease_expires_at, heartbeat_at,
 	timeout, created_at, started_at, finished_at, result, error, progress_current,
@@ -10,8 +15,13 @@ const JobColumns = `id, kind, queue, args, status::text as status, priority, run
 	children_failed, child_errors, failure_ratio, dispatched_at, concurrency_key,
 	model_required, tenant, deadline_at, claim_id, lease_length`
 
+// JobReadColumns is JobColumns for reading pgrun.jobs: the claim token comes through
+// pgrun.claim_token, which shows it to the claim's holder and administrators and
+// NULL to anyone else.
+var JobReadColumns = strings.Replace(JobColumns, " claim_id,", " pgrun.claim_token(id) as claim_id,", 1)
+
 // GetJob reads one job: $1 id.
-const GetJob = `select ` + JobColumns + ` from pgrun.jobs where id = $1`
+var GetJob = `select ` + JobReadColumns + ` from pgrun.jobs where id = $1`
 
 // listJobsWhere is the filter of ListJobs and ListJobsNewest: $1 queue, $2 kind,
 // $3 statuses (text[]), $4 parent id, $5 run id (each NULL: any).
@@ -24,14 +34,14 @@ const listJobsWhere = `($1::text is null or queue = $1)
 // ListJobs reads a page of jobs, oldest first, by keyset on id (never OFFSET): $1
 // queue, $2 kind, $3 statuses, $4 parent id, $5 run id (each NULL: any), $6 the last
 // id of the previous page (NULL: from the start), $7 the page size.
-const ListJobs = `select ` + JobColumns + ` from pgrun.jobs
+var ListJobs = `select ` + JobReadColumns + ` from pgrun.jobs
 	where ` + listJobsWhere + `
 	and ($6::bigint is null or id > $6)
 	order by id limit $7`
 
 // ListJobsNewest is ListJobs newest first: $6 is the last (smallest) id of the
 // previous page.
-const ListJobsNewest = `select ` + JobColumns + ` from pgrun.jobs
+var ListJobsNewest = `select ` + JobReadColumns + ` from pgrun.jobs
 	where ` + listJobsWhere + `
 	and ($6::bigint is null or id < $6)
 	order by id desc limit $7`

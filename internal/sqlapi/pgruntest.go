@@ -5,7 +5,7 @@ package sqlapi
 // FindEnqueued reads the jobs of a kind that match a test's expectations, newest
 // first: $1 kind, $2 queue, $3 priority, $4 statuses (text[]), $5 args the job's args
 // contain (jsonb @>), $6 unique key, $7 max attempts (each NULL: any).
-const FindEnqueued = `select ` + JobColumns + ` from pgrun.jobs
+var FindEnqueued = `select ` + JobReadColumns + ` from pgrun.jobs
 	where kind = $1
 	and ($2::text is null or queue = $2)
 	and ($3::integer is null or priority = $3)
@@ -17,7 +17,7 @@ const FindEnqueued = `select ` + JobColumns + ` from pgrun.jobs
 
 // RecentJobs reads the newest jobs of any kind, for a failure message: $1 at most
 // this many.
-const RecentJobs = `select ` + JobColumns + ` from pgrun.jobs order by id desc limit $1`
+var RecentJobs = `select ` + JobReadColumns + ` from pgrun.jobs order by id desc limit $1`
 
 // DueQueue names the queue of the next due job of a kind, in claim order: $1 kind.
 const DueQueue = `select queue from pgrun.jobs

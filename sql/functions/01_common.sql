@@ -329,20 +329,85 @@ begin
 end;
 $$;
 
--- check_reporter raises 42501 unless worker names a worker, or the session belongs
--- to the owner of the engine (psql, tests, the engine itself): a report must name the
--- worker that holds the claim, since an attempt number alone is guessable.
-create or replace function pgrun.check_reporter(worker text)
-returns void
+-- session_is_engine reports whether the session's login role is the owner of the
+-- engine (or a member of it, or a superuser): psql as the owner, the tests, the
+-- engine's own maintenance. Such a session may act under any worker id. The login
+-- role, not current_user: inside the engine's SECURITY DEFINER functions current_user
+-- is the engine itself.
+create or replace function pgrun.session_is_engine()
+returns boolean
 language plpgsql
 stable
 set search_path = pgrun, pg_catalog
 as $$
 begin
-  if worker is null and not exists (select 1 from pg_class c where c.oid = 'pgrun.jobs'::regclass
-                                    and pg_has_role(session_user, c.relowner, 'MEMBER')) then
-    raise exception 'a report must name the worker that holds the claim'
-      using errcode = '42501', hint = 'Pass worker => the id you claimed with.';
+  return exists (select 1 from pg_class c where c.oid = 'pgrun.jobs'::regclass
+                 and pg_has_role(session_user, c.relowner, 'MEMBER'));
+end;
+$$;
+
+-- check_worker_login raises 42501 unless the session may act under worker id worker:
+-- the id was registered (worker_heartbeat) by the session's login role (session_user,
+-- which no SET ROLE or session setting changes), or the session is the engine's
+-- (session_is_engine). A NULL worker is the engine's alone. Every call that acts
+-- under a worker id or on a claimed job checks it first (claim, report, renew,
+-- heartbeat, release, beat, progress, events), so one worker login cannot act for
+-- another: the login role is the trust boundary (docs/security.md). A row registered
+-- before ids were bound (migration 0020) has no login_role and is adopted by the
+-- first login that uses it. registering (worker_heartbeat) lets an id that is not
+-- registered yet through. Costs one primary-key read of pgrun.workers.
+create or replace function pgrun.check_worker_login(worker text, registering boolean default false)
+returns void
+language plpgsql
+set search_path = pgrun, pg_catalog
+as $$
+begin
+  if worker is not null then
+    perform 1 from pgrun.workers w where w.id = worker and w.login_role = session_user;
+    if found then
+      return;
+    end if;
+  end if;
+  if pgrun.session_is_engine() then
+    return;
+  end if;
+  if worker is null then
+    raise exception 'a call on a claimed job must name the worker that holds the claim'
+      using errcode = '42501', hint = 'Pass worker => the id you registered with worker_heartbeat and claimed with.';
+  end if;
+  update pgrun.workers w set login_role = session_user where w.id = worker and w.login_role is null;
+  if found then
+    return;
+  end if;
+  if not exists (select 1 from pgrun.workers w where w.id = worker) then
+    if registering then
+      return; -- worker_heartbeat registers it, for this login
+    end if;
+    raise exception 'worker % is not registered', quote_literal(worker)
+      using errcode = '42501',
+            hint = 'Register it first, as this login: SELECT pgrun.worker_heartbeat(worker, host, pid, queues); the id is then bound to this login role.';
+  end if;
+  raise exception 'worker % is registered by another login role than %', quote_literal(worker), quote_ident(session_user)
+    using errcode = '42501',
+          hint = 'A worker id belongs to the login role that registered it: log in as that role, or register an id of your own.';
+end;
+$$;
+
+-- check_claim raises 42501 unless the session may act on a claimed job as worker:
+-- check_worker_login(worker), and, for any session but the engine's, a claim token
+-- (has_token) that the call then matches. The per-job calls of a handler (beat,
+-- set_progress, emit) take both, so that neither another login nor a stale handler
+-- of an earlier claim reaches the job.
+create or replace function pgrun.check_claim(worker text, has_token boolean)
+returns void
+language plpgsql
+set search_path = pgrun, pg_catalog
+as $$
+begin
+  perform pgrun.check_worker_login(worker);
+  if (worker is null or not has_token) and not pgrun.session_is_engine() then
+    raise exception 'a call on a claimed job must present the worker and the claim token'
+      using errcode = '42501', hint = 'Pass worker => your worker id and claim_id => the claim_id the claim returned.';
   end if;
 end;
 $$;

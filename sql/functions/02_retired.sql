@@ -71,3 +71,11 @@ drop function if exists pgrun.enqueue_batch(text[], jsonb[], text[], integer[], 
 
 -- from telemetry.sql
 drop function if exists pgrun.record_hw(text, real, bigint, bigint, jsonb, interval); -- retired in version 2
+
+-- from 31_progress.sql: a handler's calls present the claim (worker, claim token)
+drop function if exists pgrun.set_progress(bigint, bigint, bigint); -- retired in version 5
+drop function if exists pgrun.beat(bigint[]); -- retired in version 5
+drop function if exists pgrun.emit(bigint, text, jsonb, text, text); -- retired in version 5
+
+-- from 01_common.sql: check_reporter became check_claim (never granted)
+drop function if exists pgrun.check_reporter(text); -- retired in version 5

@@ -130,7 +130,8 @@ declare
   v_queues  text[];
   q         text;
 begin
-  perform pgrun.check_worker_id(worker);
+  perform pgrun.check_worker_id(worker); -- the format, required of every session
+  perform pgrun.check_worker_login(worker);
   if cardinality(held_claims) > 1000000 then
     raise exception 'release_unheld got % held claims, over the limit of 1000000', cardinality(held_claims)
       using errcode = '22023', hint = 'A runner holds at most one claim per slot; pass the claim_id of each.';

@@ -6,6 +6,11 @@
 -- worker silent for three cadences while holding jobs is flagged dead by maintain()).
 -- kinds lists the job kinds it has handlers for (NULL: any), for queue_stats.unhandled.
 -- A heartbeat clears the dead flag. Returns the time recorded.
+--
+-- The first heartbeat registers the id and binds it to the session's login role
+-- (login_role, session_user): from then on only that role may act under the id
+-- (check_worker_login), heartbeats included, until the row is forgotten
+-- (forget_workers). cadence is above 0 and at most max_cadence() (an hour).
 create or replace function pgrun.worker_heartbeat(
   id       text,
   host     text,
@@ -26,7 +31,8 @@ as $$
 declare
   v_now timestamptz := pgrun.clock();
 begin
-  perform pgrun.check_worker_id(id);
+  perform pgrun.check_worker_id(id); -- the format, required of every session
+  perform pgrun.check_worker_login(id, registering => true);
   if host is null or host = '' or length(host) > 255 then
     raise exception 'host % is not valid', coalesce(quote_literal(left(host, 40)), 'NULL')
       using errcode = '22023', hint = 'Pass the host name, 1 to 255 characters.';
@@ -39,18 +45,27 @@ begin
     raise exception 'worker state % is not valid', coalesce(quote_literal(state), 'NULL')
       using errcode = '22023', hint = 'Use running, draining or stopped.';
   end if;
-  perform pgrun.check_positive_interval('cadence', cadence);
-  insert into pgrun.workers as w (id, host, pid, queues, models, version, state, started_at, last_seen, cadence, servable, kinds)
+  perform pgrun.check_interval('cadence', cadence, pgrun.max_cadence());
+  -- check_worker_login let an existing row through only for its own login (or the
+  -- engine's session); the row keeps the login that registered it.
+  insert into pgrun.workers as w (id, host, pid, queues, models, version, state, started_at, last_seen, cadence,
+                                  servable, kinds, login_role)
   values (worker_heartbeat.id, worker_heartbeat.host, worker_heartbeat.pid,
           coalesce(worker_heartbeat.queues, '{}'), coalesce(worker_heartbeat.models, '{}'),
           worker_heartbeat.version, worker_heartbeat.state, v_now, v_now,
           coalesce(worker_heartbeat.cadence, interval '10 seconds'), coalesce(worker_heartbeat.servable, '{}'),
-          worker_heartbeat.kinds)
+          worker_heartbeat.kinds, session_user)
   on conflict (id) do update
     set host = excluded.host, pid = excluded.pid, queues = excluded.queues,
         models = excluded.models, version = excluded.version, state = excluded.state,
         last_seen = excluded.last_seen, cadence = excluded.cadence, flagged_dead_at = null,
-        servable = excluded.servable, kinds = excluded.kinds;
+        servable = excluded.servable, kinds = excluded.kinds,
+        login_role = coalesce(w.login_role, excluded.login_role)
+    -- Two logins registering one new id at once: the first insert wins it.
+    where w.login_role is null or w.login_role = session_user or pgrun.session_is_engine();
+  if not found then
+    perform pgrun.check_worker_login(id);
+  end if;
   return v_now;
 end;
 $$;
@@ -71,7 +86,8 @@ as $$
 declare
   v_now timestamptz := pgrun.clock();
 begin
-  perform pgrun.check_worker_id(worker);
+  perform pgrun.check_worker_id(worker); -- the format, required of every session
+  perform pgrun.check_worker_login(worker);
   if queues is null or cardinality(queues) > 1000 then
     raise exception 'queue_peers takes 0 to 1000 queues, got %', coalesce(cardinality(queues)::text, 'NULL')
       using errcode = '22023', hint = 'Pass the queues this worker serves, as worker_heartbeat does.';
@@ -128,7 +144,9 @@ begin
 end;
 $$;
 
--- forget_workers deletes workers not seen for after (default a day). Returns how many.
+-- forget_workers deletes workers not seen for after (default a day) that hold no
+-- running job (the id, and the login it is bound to, stay while a claim under it may
+-- still report). Returns how many.
 create or replace function pgrun.forget_workers(after interval default interval '1 day')
 returns integer
 language plpgsql
@@ -137,8 +155,9 @@ as $$
 declare
   n integer;
 begin
-  perform pgrun.check_positive_interval('after', after);
-  delete from pgrun.workers w where w.last_seen < pgrun.clock() - coalesce(after, interval '1 day');
+  perform pgrun.check_interval('after', after, pgrun.max_retention());
+  delete from pgrun.workers w where w.last_seen < pgrun.clock() - coalesce(after, interval '1 day')
+    and not exists (select 1 from pgrun.jobs j where j.status = 'running' and j.claimed_by = w.id);
   get diagnostics n = row_count;
   return n;
 end;

@@ -39,11 +39,11 @@ return case
   when not isfinite(s.run_at) then 'run_at'
   when s.max_attempts < 1 then 'max_attempts'
   when s.unique_key = '' or octet_length(s.unique_key) > pgrun.max_key_bytes() then 'unique_key'
-  when s.timeout < interval '0' then 'timeout'
+  when s.timeout < interval '0' or s.timeout > pgrun.max_wait() then 'timeout'
   when jsonb_typeof(s.meta) <> 'object' then 'meta'
   when pg_column_size(s.meta) > pgrun.max_json_bytes() then 'meta size'
   when s.concurrency_key = '' or octet_length(s.concurrency_key) > pgrun.max_key_bytes() then 'concurrency_key'
-  when s.unique_window <= interval '0' then 'unique_window'
+  when s.unique_window <= interval '0' or s.unique_window > pgrun.max_wait() then 'unique_window'
   when s.on_conflict not in ('ignore', 'replace') then 'on_conflict'
   when s.parent_id is not null and not pgrun.job_exists(s.parent_id) then 'parent_id'
 end;
@@ -96,9 +96,10 @@ begin
       raise exception '%max_attempts % is not valid', at, s.max_attempts
         using errcode = '22023', hint = 'Use 1 or more; 1 means no retries.';
     when 'timeout' then
-      raise exception '%timeout % is negative', at, s.timeout
+      raise exception '%timeout % is out of bounds', at, s.timeout
         using errcode = '22023',
-              hint = 'Pass a positive interval such as ''10 minutes'', 0 for no timeout, or NULL for the queue''s default.';
+              hint = format('Pass a positive interval up to %s such as ''10 minutes'', 0 for no timeout, or NULL for the queue''s default.',
+                            pgrun.max_wait());
     when 'unique_key', 'concurrency_key' then
       key := case when what = 'unique_key' then s.unique_key else s.concurrency_key end;
       raise exception '%', at || what || ' ' ||
@@ -107,8 +108,9 @@ begin
         using errcode = '22023',
               hint = format('Pass NULL for no %s, or a non-empty key; for a long natural key pass a digest such as md5(...).', what);
     when 'unique_window' then
-      raise exception '%unique_window % is not a positive interval', at, s.unique_window
-        using errcode = '22023', hint = 'Pass a positive interval such as ''1 hour'', or NULL for none.';
+      raise exception '%unique_window % is out of bounds', at, s.unique_window
+        using errcode = '22023', hint = format('Pass a positive interval up to %s such as ''1 hour'', or NULL for none.',
+                                               pgrun.max_wait());
     when 'on_conflict' then
       raise exception '%on_conflict % is not valid', at, quote_literal(s.on_conflict)
         using errcode = '22023',
@@ -228,8 +230,8 @@ $$;
 -- row past. tests/invariant_enqueue_paths_test.go inserts a complete row breaking each
 -- of job_spec_fault's rules (the rules read from the function) and requires the
 -- trigger's refusal, so the two cannot drift apart. The shared rules are written out
--- too (valid_queue_name's format, min_priority(), max_json_bytes() and
--- max_key_bytes() as numbers): each call here would be inlined again for every
+-- too (valid_queue_name's format, min_priority(), max_json_bytes(), max_key_bytes()
+-- and max_wait() as numbers): each call here would be inlined again for every
 -- statement (tests/enqueue_bulk_test.go checks the limits against the functions).
 select pgrun.ensure_ddl('trigger', 'jobs_before_insert', 'pgrun.jobs', $ddl$
 create or replace trigger jobs_before_insert
@@ -241,7 +243,7 @@ create or replace trigger jobs_before_insert
          and jsonb_typeof(new.meta) = 'object' and pg_column_size(new.meta) <= 1048576
          and new.priority >= 0
          and new.max_attempts >= 1
-         and new.timeout > interval '0'
+         and new.timeout > interval '0' and new.timeout <= interval '366 days'
          and isfinite(new.run_at)
          and (new.unique_key is null or octet_length(new.unique_key) between 1 and 512)
          and (new.concurrency_key is null or octet_length(new.concurrency_key) between 1 and 512)
@@ -304,7 +306,10 @@ $ddl$);
 -- and run_at (run_at NULL keeps it) and records job.replaced; it returns the job, or
 -- NULL if it is no longer queued under that key (or, in the tenant mode, belongs to
 -- another tenant). It is enqueue_job's on_conflict => 'replace': enqueue_job finds the
--- holder with the caller's privileges; this part runs as the engine.
+-- holder with the caller's privileges; this part runs as the engine, so it checks what
+-- it writes by the enqueue rules (job_spec_fault: args an object within
+-- max_json_bytes(), priority within bounds, run_at finite) and raises 22023 before
+-- writing anything.
 create or replace function pgrun.replace_queued(id bigint, unique_key text, args jsonb, priority integer, run_at timestamptz)
 returns pgrun.jobs
 language plpgsql
@@ -314,7 +319,9 @@ as $$
 declare
   j pgrun.jobs;
 begin
-  perform pgrun.check_json_size('args', args);
+  perform pgrun.check_job_spec(row(coalesce((select x.kind from pgrun.jobs x where x.id = replace_queued.id), 'job'),
+                                   coalesce(args, '{}'), 'default', coalesce(priority, 0), run_at, null, unique_key,
+                                   null, null, null, null, null, null, null, null)::pgrun.job_spec);
   update pgrun.jobs x
   set args = coalesce(replace_queued.args, '{}'), priority = coalesce(replace_queued.priority, 0),
       run_at = coalesce(replace_queued.run_at, x.run_at)

@@ -79,7 +79,9 @@ begin
       claim_id = (v_seed || lpad(to_hex(j.id), 16, '0'))::uuid,
       lease_expires_at = claim_locked.at + claim_locked.lease,
       lease_length = claim_locked.lease, started_at = claim_locked.at, heartbeat_at = null,
-      deadline_at = claim_locked.at + j.timeout
+      -- Bounded again here (the API refuses a longer timeout at the door): a row
+      -- from before the bound must not fail every claim of its queue.
+      deadline_at = claim_locked.at + least(j.timeout, pgrun.max_wait())
   where j.id = any (claim_locked.ids)
   returning j.*;
 end;
@@ -95,6 +97,9 @@ $$;
 -- (NULL: the queue's default_lease, else default_lease(), 30 seconds).
 -- after_priority, after_run_at and after_id (the key of the last job this worker
 -- claimed) let the scan resume there instead of at the queue's start; see below.
+-- worker must be an id registered by the session's login (check_worker_login), and
+-- lease at most max_lease() (a day). In the tenant mode, a worker login mapped to a
+-- tenant (grant_tenant) claims only that tenant's jobs.
 -- Rows locked by another claimer are skipped (FOR UPDATE SKIP LOCKED), so concurrent
 -- claimers never block each other and never receive the same job. Returns no rows
 -- for a paused queue, for a worker whose host an operator set to drain or off for the
@@ -151,20 +156,24 @@ declare
   v_wait    interval;
   v_blocked boolean;
   v_top     smallint;
+  v_tenant  text;
 begin
   perform pgrun.check_queue_name(queue);
-  perform pgrun.check_worker_id(worker);
+  perform pgrun.check_worker_id(worker); -- the format, required of every session
+  perform pgrun.check_worker_login(worker);
   if n is null or n < 1 or n > 10000 then
     raise exception 'claim size % is not valid', coalesce(n::text, 'NULL')
       using errcode = '22023', hint = 'Claim 1 to 10000 jobs per call.';
   end if;
-  if lease <= interval '0' then
-    raise exception 'lease % is not positive', lease
-      using errcode = '22023', hint = 'Pass a lease such as ''30 seconds'', or NULL for the queue''s default.';
-  end if;
+  perform pgrun.check_interval('lease', lease, pgrun.max_lease());
   if (after_id is null) <> (after_priority is null) or (after_id is null) <> (after_run_at is null) then
     raise exception 'after_priority, after_run_at and after_id go together'
       using errcode = '22023', hint = 'Pass all three (the key of the last job claimed) or none.';
+  end if;
+
+  -- The tenant mode: a worker login mapped to a tenant claims that tenant's jobs only.
+  if pgrun.tenant_mode() and not pgrun.sees_all() then
+    v_tenant := pgrun.caller_tenant();
   end if;
 
   -- The queue's policy; then, in one look-up, the operator's control of this
@@ -215,6 +224,7 @@ begin
         from (select * from pgrun.jobs c
               where c.status = 'queued' and c.queue = claim_jobs.queue and c.run_at <= v_now
                 and (kinds is null or c.kind = any (kinds))
+                and (v_tenant is null or c.tenant = v_tenant)
               order by c.priority, c.run_at, c.id
               limit greatest(v_left * 10, 1000)) c) x
       where x.concurrency_key is null
@@ -245,6 +255,7 @@ begin
       select c.priority into v_top from pgrun.jobs c
       where c.status = 'queued' and c.queue = claim_jobs.queue and c.run_at <= v_now
         and (kinds is null or c.kind = any (kinds))
+        and (v_tenant is null or c.tenant = v_tenant)
         and (c.model = any (models) or pgrun.may_take_cold(c.model, c.model_required, c.run_at, models, v_servable,
                  (select pgrun.models_warm_elsewhere(worker, v_now)), v_now, v_wait))
       order by c.priority, c.run_at, c.id
@@ -263,6 +274,7 @@ begin
           select c.id from pgrun.jobs c
           where c.status = 'queued' and c.queue = claim_jobs.queue and c.run_at <= v_now
             and (kinds is null or c.kind = any (kinds))
+            and (v_tenant is null or c.tenant = v_tenant)
             and c.priority = v_top and c.model = any (models)
           order by c.priority, c.run_at, c.id
           limit v_left
@@ -273,6 +285,7 @@ begin
           select c.id from pgrun.jobs c
           where c.status = 'queued' and c.queue = claim_jobs.queue and c.run_at <= v_now
             and (kinds is null or c.kind = any (kinds))
+            and (v_tenant is null or c.tenant = v_tenant)
             and c.priority < after_priority
             and (c.model is null or pgrun.may_take_cold(c.model, c.model_required, c.run_at, models, v_servable,
                  (select pgrun.models_warm_elsewhere(worker, v_now)), v_now, v_wait))
@@ -284,6 +297,7 @@ begin
           select c.id from pgrun.jobs c
           where c.status = 'queued' and c.queue = claim_jobs.queue and c.run_at <= v_now
             and (kinds is null or c.kind = any (kinds))
+            and (v_tenant is null or c.tenant = v_tenant)
             and (c.priority, c.run_at, c.id) > (after_priority, after_run_at, after_id)
             and (c.model is null or pgrun.may_take_cold(c.model, c.model_required, c.run_at, models, v_servable,
                  (select pgrun.models_warm_elsewhere(worker, v_now)), v_now, v_wait))
@@ -295,6 +309,7 @@ begin
           select c.id from pgrun.jobs c
           where c.status = 'queued' and c.queue = claim_jobs.queue and c.run_at <= v_now
             and (kinds is null or c.kind = any (kinds))
+            and (v_tenant is null or c.tenant = v_tenant)
             and (c.model is null or pgrun.may_take_cold(c.model, c.model_required, c.run_at, models, v_servable,
                  (select pgrun.models_warm_elsewhere(worker, v_now)), v_now, v_wait))
           order by c.priority, c.run_at, c.id
@@ -329,7 +344,8 @@ $$;
 -- those claims, so a claim the worker no longer holds (undone by a failover and made
 -- again, elsewhere or here) is not kept alive. An id the worker asked for but did not
 -- get back is no longer its to run (cancelled, reclaimed after its lease ran out,
--- finished elsewhere): the runner cancels that job's context.
+-- finished elsewhere): the runner cancels that job's context. worker must be the
+-- session login's (check_worker_login); lease is at most max_lease().
 create or replace function pgrun.renew_leases(
   worker     text,
   ids        bigint[] default null,
@@ -344,10 +360,9 @@ as $$
 declare
   v_now timestamptz := pgrun.clock();
 begin
-  if lease <= interval '0' then
-    raise exception 'lease % is not positive', lease
-      using errcode = '22023', hint = 'Pass a lease such as ''30 seconds'', or NULL for each queue''s default.';
-  end if;
+  perform pgrun.check_worker_id(worker); -- the format, required of every session
+  perform pgrun.check_worker_login(worker);
+  perform pgrun.check_interval('lease', lease, pgrun.max_lease());
   -- By EXECUTE, so that it is planned for each call with its arguments: "$4 is null or
   -- j.id = any ($4)" has no generic plan that reads by key, which a plan made once
   -- needs (claim_locked says why). It runs once per lease third, not per job.
@@ -362,6 +377,32 @@ begin
      and ($5::uuid[] is null or j.claim_id = any ($5))
    returning j.id'
   using v_now, lease, worker, ids, claim_ids;
+end;
+$$;
+
+-- claim_token is job id's claim token (claim_id) for a reader who may see it: the
+-- login that registered the worker holding the claim, an administrator, or the
+-- engine's session; NULL for anyone else, and for a job never claimed. The column
+-- itself is readable by administrators only (90_privileges.sql): a token is what a
+-- handler keys its side effects on and presents with every call on its job.
+create or replace function pgrun.claim_token(id bigint)
+returns uuid
+language plpgsql
+stable
+set search_path = pgrun, pg_catalog
+as $$
+declare
+  j pgrun.jobs;
+begin
+  select * into j from pgrun.jobs x where x.id = claim_token.id;
+  if j.claim_id is null then
+    return null;
+  end if;
+  if exists (select 1 from pgrun.workers w where w.id = j.claimed_by and w.login_role = session_user)
+     or pgrun.sees_all() then
+    return j.claim_id;
+  end if;
+  return null;
 end;
 $$;
 

@@ -107,9 +107,11 @@ $$;
 -- A result over max_json_bytes() does not fail the batch: that job alone fails for
 -- good with class bad_result (its id is returned too, since it did finish), and the
 -- others succeed. worker is the id the jobs were claimed with: a job claimed by
--- another worker is skipped like a stale one (check_reporter: only the engine's owner
--- may leave it NULL). claim_ids, when given, holds each job's claim_id (an element
--- NULL: any claim of that attempt), and a job is finished only under that claim.
+-- another worker is skipped like a stale one. claim_ids holds each job's claim_id,
+-- and a job is finished only under that claim. Both are required of every session but
+-- the engine's (check_claim: the worker must be the session login's, and every claim
+-- named); the engine's may leave worker NULL and an element NULL (any claim of that
+-- attempt).
 create or replace function pgrun.complete_jobs(
   ids        bigint[],
   attempts   integer[],
@@ -128,7 +130,7 @@ declare
   v_gone  bigint[];
   v_gone_queues text[];
 begin
-  perform pgrun.check_reporter(worker);
+  perform pgrun.check_claim(worker, claim_ids is not null and array_position(claim_ids, null) is null);
   if ids is null then
     raise exception 'complete_jobs got NULL ids'
       using errcode = '22023', hint = 'Pass an array of ids and one of attempts (empty arrays complete nothing).';
@@ -208,8 +210,9 @@ $$;
 -- stored cut down (class, the first 8 KB of the message and 32 KB of the stack,
 -- "truncated": true) rather than refused, so a failure can always be recorded.
 -- worker is the id the job was claimed with (see complete_jobs), claim_id the claim's
--- token (NULL: any claim of that attempt). Returns the job, or NULL if (id, attempt)
--- is not running under that worker and claim.
+-- token (NULL: any claim of that attempt; both required of every session but the
+-- engine's, check_claim). Returns the job, or NULL if (id, attempt) is not running
+-- under that worker and claim.
 create or replace function pgrun.fail_job(
   id         bigint,
   attempt    integer,
@@ -229,6 +232,7 @@ declare
   final  boolean;
   perm   boolean;
 begin
+  perform pgrun.check_claim(worker, claim_id is not null);
   if error is null or jsonb_typeof(error) <> 'object' or jsonb_typeof(error -> 'message') is distinct from 'string' then
     raise exception 'error % is not a JSON object with a "message" string', left(coalesce(error::text, 'NULL'), 200)
       using errcode = '22023', hint = 'Pass ''{"message": "what went wrong", "class": "timeout"}''.';
@@ -332,7 +336,7 @@ language plpgsql
 set search_path = pgrun, pg_catalog
 as $$
 begin
-  perform pgrun.check_reporter(worker);
+  perform pgrun.check_claim(worker, claim_id is not null);
   return pgrun.put_back(id, attempt, delay, 'job.retry_later', reason, worker, claim_id);
 end;
 $$;
@@ -353,7 +357,7 @@ language plpgsql
 set search_path = pgrun, pg_catalog
 as $$
 begin
-  perform pgrun.check_reporter(worker);
+  perform pgrun.check_claim(worker, claim_id is not null);
   return pgrun.put_back(id, attempt, interval '0', 'job.requeued', reason, worker, claim_id);
 end;
 $$;

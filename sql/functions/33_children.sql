@@ -34,7 +34,7 @@ begin
     raise exception 'failure_ratio % is not valid', coalesce(failure_ratio::text, 'NULL')
       using errcode = '22023', hint = 'Use a share in (0, 1]: the parent fails once this share of children failed.';
   end if;
-  perform pgrun.check_reporter(worker);
+  perform pgrun.check_claim(worker, claim_id is not null);
   n := jsonb_array_length(children);
   if n > pgrun.max_children() then
     raise exception 'defer_job got % children, over the limit of %', n, pgrun.max_children()

@@ -78,11 +78,12 @@ $$;
 --   max_running        at most this many of the queue's jobs run at once, across runners
 --   rate_limit         at most this many starts per rate_period (default 1 second)
 --   concurrency_limit  at most this many running jobs per concurrency_key
---   default_lease      the claim lease when the claimer passes none (at least 15 s:
+--   default_lease      the claim lease when the claimer passes none (15 s to a day:
 --                      runners renew every 10 s)
 --   default_timeout, default_max_attempts   for jobs enqueued without their own
 --                      (default_timeout 0: no timeout; reset: the engine's hour)
---   backoff_base, backoff_max               retry delays (default 1 second, 1 hour)
+--   backoff_base, backoff_max               retry delays (default 1 second, 1 hour;
+--                      base at most max, each at most 366 days)
 --   retention          how long finished jobs are kept (maintain's default otherwise)
 --   archive            move pruned jobs to pgrun.jobs_archive instead of deleting them
 --   warm_wait          how long a job is left for a worker with its model warm (5 s)
@@ -92,6 +93,7 @@ $$;
 --                      workflow nodes are kept whatever the queue: their parents and
 --                      runs read them; so are parents finished by their children, and
 --                      failed and cancelled jobs.
+-- Intervals are bounded (input_bounds()); 22023 for one out of bounds, nothing changed.
 -- Returns the queue.
 create or replace function pgrun.set_queue(
   name                  text,
@@ -116,8 +118,10 @@ set search_path = pgrun, pg_catalog
 as $$
 #variable_conflict use_column
 declare
-  r pgrun.queues;
-  k text;
+  r       pgrun.queues;
+  k       text;
+  v_base  interval;
+  v_max   interval;
 begin
   perform pgrun.queue_row(name);
   foreach k in array coalesce(reset, '{}') loop
@@ -136,15 +140,27 @@ begin
     raise exception 'default_lease % of queue % is too short', default_lease, name
       using errcode = '22023', hint = 'Use 15 seconds or more: runners renew leases every 10 seconds.';
   end if;
-  perform pgrun.check_positive_interval('rate_period', rate_period);
-  if default_timeout < interval '0' then
-    raise exception 'default_timeout % of queue % is negative', default_timeout, name
-      using errcode = '22023', hint = 'Pass a positive interval such as ''10 minutes'', or 0 for no timeout.';
+  perform pgrun.check_interval('default_lease', default_lease, pgrun.max_lease());
+  perform pgrun.check_interval('rate_period', rate_period, pgrun.max_wait());
+  if default_timeout <> interval '0' then -- 0: no timeout
+    perform pgrun.check_interval('default_timeout', default_timeout, pgrun.max_wait());
   end if;
-  perform pgrun.check_positive_interval('backoff_base', backoff_base);
-  perform pgrun.check_positive_interval('backoff_max', backoff_max);
-  perform pgrun.check_positive_interval('retention', retention);
-  perform pgrun.check_positive_interval('warm_wait', warm_wait);
+  perform pgrun.check_interval('backoff_base', backoff_base, pgrun.max_wait());
+  perform pgrun.check_interval('backoff_max', backoff_max, pgrun.max_wait());
+  perform pgrun.check_interval('retention', retention, pgrun.max_retention());
+  perform pgrun.check_interval('warm_wait', warm_wait, pgrun.max_lease());
+  -- The backoff as it will be (what is not set keeps its value, a reset one its
+  -- default): a base above the cap would make every retry wait the cap.
+  select case when 'backoff_base' = any (reset) then null else coalesce(set_queue.backoff_base, x.backoff_base) end,
+         case when 'backoff_max' = any (reset) then null else coalesce(set_queue.backoff_max, x.backoff_max) end
+  into v_base, v_max
+  from pgrun.queues x where x.name = set_queue.name;
+  if coalesce(v_base, interval '1 second') > coalesce(v_max, interval '1 hour') then
+    raise exception 'backoff_base % of queue % is above its backoff_max %', coalesce(v_base, interval '1 second'), name,
+      coalesce(v_max, interval '1 hour')
+      using errcode = '22023',
+            hint = 'Retries wait from backoff_base, doubling up to backoff_max: pass a backoff_max at least as long (default 1 hour).';
+  end if;
   update pgrun.queues x set
     max_running = case when 'max_running' = any (reset) then null else coalesce(set_queue.max_running, x.max_running) end,
     rate_limit = case when 'rate_limit' = any (reset) then null else coalesce(set_queue.rate_limit, x.rate_limit) end,

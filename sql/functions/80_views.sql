@@ -17,7 +17,8 @@ $ddl$);
 
 -- active_jobs lists what is running or parked right now, with progress. Like
 -- run_status, it reads with the reader's rights (security_invoker), so the tenant
--- mode's row-level security applies to it.
+-- mode's row-level security applies to it; claim_id shows only to the claim's holder
+-- and administrators (claim_token).
 select pgrun.ensure_ddl('view', 'active_jobs', null, $ddl$
 create view pgrun.active_jobs with (security_invoker = true) as
 select j.id, j.queue, j.kind, j.status, j.attempt, j.failures, j.max_attempts,
@@ -26,7 +27,7 @@ select j.id, j.queue, j.kind, j.status, j.attempt, j.failures, j.max_attempts,
        case when j.progress_total > 0
             then round(100.0 * j.progress_current / j.progress_total, 1) end as progress_pct,
        j.lease_expires_at, j.heartbeat_at, j.timeout, j.model, j.parent_id, j.run_id, j.node, j.tenant,
-       j.claim_id
+       pgrun.claim_token(j.id) as claim_id
 from pgrun.jobs j
 where j.status in ('running', 'waiting');
 $ddl$);

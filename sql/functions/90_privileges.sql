@@ -37,7 +37,7 @@ as $$
     -- worker
     'claim_jobs', 'renew_leases', 'complete_jobs', 'complete_job', 'fail_job', 'retry_later',
     'requeue_job', 'defer_job', 'set_progress', 'beat', 'emit', 'worker_heartbeat', 'record_hw',
-    'release_unheld', 'queue_peers',
+    'release_unheld', 'queue_peers', 'claim_token',
     -- enqueuer
     'start_run', 'submit_input', 'replace_queued', 'jobs_after_insert', 'job_timeline', 'caller_tenant',
     -- admin
@@ -93,7 +93,12 @@ begin
                                    'max_priority', 'default_lease',
                                    -- a queue's rate window (the runner reads it) and
                                    -- whether its room is announced (any UPDATE's trigger)
-                                   'rate_period', 'announces_room');
+                                   'rate_period', 'announces_room',
+                                   -- a job's claim token, for its holder (active_jobs)
+                                   'claim_token',
+                                   -- the bounds of every input (docs/sql-api.md)
+                                   'input_bounds', 'max_wait', 'max_lease', 'max_cadence',
+                                   'max_retention');
   -- enqueuer: its own fields of a job, and reading. (tenant: enqueue_jobs names it once
   -- per statement; row-level security holds it to the caller's own, and with the mode
   -- off jobs_after_insert refuses it.)
@@ -115,12 +120,23 @@ begin
     return query select format('grant execute on function %s to %I', pgrun.qualified(p.oid), enqueuer)
                  from pg_proc p where p.pronamespace = 'pgrun'::regnamespace and p.proname = f;
   end loop;
-  -- worker: the calls of a worker's loop, and reading the jobs it runs.
-  return next format('grant select on pgrun.jobs to %I', worker);
+  -- worker: the calls of a worker's loop, and reading the jobs it runs: every column
+  -- but the claim token (docs/security.md), which a worker gets from its own claims
+  -- and reads with claim_token, so that no worker login learns another's. The
+  -- table-wide grant of earlier versions goes first; revoking it revokes its column
+  -- grants too, so the pair is the same on every re-apply.
+  return next format('revoke select on pgrun.jobs from %I', worker);
+  return next format('grant select (%s) on pgrun.jobs to %I',
+                     (select string_agg(quote_ident(a.attname), ', ' order by a.attnum) from pg_attribute a
+                      where a.attrelid = 'pgrun.jobs'::regclass and a.attnum > 0 and not a.attisdropped
+                        and a.attname <> 'claim_id'),
+                     worker);
   foreach f in array array['claim_jobs', 'claim_job', 'renew_leases', 'complete_jobs', 'complete_job', 'fail_job',
                            'retry_later', 'requeue_job', 'defer_job', 'set_progress', 'beat', 'emit',
                            'worker_heartbeat', 'record_hw', 'worker_modes', 'error_class_permanent',
-                           'clock', 'release_unheld', 'queue_peers'] loop
+                           'clock', 'release_unheld', 'queue_peers',
+                           -- the worker's own rows in the tenant mode (its row-level security policy)
+                           'caller_tenant'] loop
     return query select format('grant execute on function %s to %I', pgrun.qualified(p.oid), worker)
                  from pg_proc p where p.pronamespace = 'pgrun'::regnamespace and p.proname = f;
   end loop;
@@ -154,7 +170,8 @@ begin
     (enqueuer || '_own_tenant', 'runs', 'select', enqueuer, 'tenant = (select pgrun.caller_tenant())'),
     (enqueuer || '_own_tenant', 'run_inputs', 'select', enqueuer,
      'exists (select 1 from pgrun.runs r where r.id = run_id)'),
-    (worker || '_all', 'jobs', 'select', worker, 'true'),
+    (worker || '_tenant', 'jobs', 'select', worker,
+     '(select pgrun.caller_tenant()) is null or tenant = (select pgrun.caller_tenant())'),
     (admin || '_all', 'jobs', 'select', admin, 'true'),
     (admin || '_all', 'job_events', 'select', admin, 'true'),
     (admin || '_all', 'runs', 'select', admin, 'true'),
@@ -162,6 +179,12 @@ begin
   ) p(name, tbl, cmd, who, qual)
   where not exists (select 1 from pg_policy x
                     where x.polrelid = format('pgrun.%I', p.tbl)::regclass and x.polname = p.name);
+  -- A worker read every tenant's jobs before version 5 (policy <worker>_all); a
+  -- worker login mapped to a tenant now reads that tenant's only (<worker>_tenant).
+  -- Dropped only where it exists: DROP POLICY locks the table even for nothing.
+  return query
+  select format('drop policy %I on pgrun.jobs', x.polname) from pg_policy x
+  where x.polrelid = 'pgrun.jobs'::regclass and x.polname = worker || '_all';
 end;
 $$;
 

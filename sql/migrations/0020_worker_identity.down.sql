@@ -1,0 +1,1 @@
+alter table pgrun.workers drop column login_role;
