@@ -254,6 +254,9 @@ func applyFunctionsOnce(ctx context.Context, db *sql.DB, opts MigrateOptions) er
 // transaction (the function set's clean-up relies on it) and is meant for an empty
 // database or one at an older version of this script.
 func InstallSQL(opts MigrateOptions) (string, error) {
+	if err := CheckRolePrefix(opts.RolePrefix); err != nil {
+		return "", err
+	}
 	files, sum, err := functionSet()
 	if err != nil {
 		return "", err

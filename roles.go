@@ -47,15 +47,34 @@ func (opts MigrateOptions) roles() Roles {
 // RolesFor returns the role names for prefix ("" for the default).
 func RolesFor(prefix string) Roles { return MigrateOptions{RolePrefix: prefix}.roles() }
 
+// MaxRoleNameBytes is the longest role name PostgreSQL keeps whole (NAMEDATALEN - 1):
+// it cuts a longer one with only a notice, so three long names could become one.
+const MaxRoleNameBytes = 63
+
+// CheckRolePrefix returns an error when the role names for prefix ("" for the
+// default) are longer than [MaxRoleNameBytes]: the check [MigrateWith], [GrantsSQL]
+// and [InstallSQL] apply, for a caller that checks a flag before connecting.
+func CheckRolePrefix(prefix string) error {
+	r := RolesFor(prefix)
+	for _, n := range []string{r.Enqueuer, r.Worker, r.Admin} {
+		if len(n) > MaxRoleNameBytes {
+			return fmt.Errorf("pgrun: role name %q is longer than %d bytes", n, MaxRoleNameBytes)
+		}
+	}
+	return nil
+}
+
 // ensureRoles creates the missing roles when create is set (and the migrating role
 // may), and reports whether all three exist, so that they can be granted.
 func ensureRoles(ctx context.Context, tx *sql.Tx, r Roles, create bool) (bool, error) {
 	names := []string{r.Enqueuer, r.Worker, r.Admin}
+	for _, n := range names {
+		if len(n) > MaxRoleNameBytes {
+			return false, fmt.Errorf("pgrun: role name %q is longer than %d bytes", n, MaxRoleNameBytes)
+		}
+	}
 	var missing []string
 	for _, n := range names {
-		if len(n) > 63 {
-			return false, fmt.Errorf("pgrun: role name %q is longer than 63 bytes", n)
-		}
 		var exists bool
 		if err := tx.QueryRowContext(ctx, sqlapi.RoleExists, n).Scan(&exists); err != nil {
 			return false, fmt.Errorf("pgrun: look up role %s: %w", n, err)
@@ -104,6 +123,9 @@ func ensureRoles(ctx context.Context, tx *sql.Tx, r Roles, create bool) (bool, e
 // ("" for the default) and grant them their privileges on an installed schema, for
 // a DBA to run where the migrating role may not.
 func GrantsSQL(ctx context.Context, pool *pgxpool.Pool, prefix string) (string, error) {
+	if err := CheckRolePrefix(prefix); err != nil {
+		return "", err
+	}
 	r := RolesFor(prefix)
 	var b strings.Builder
 	for _, n := range []string{r.Enqueuer, r.Worker, r.Admin} {

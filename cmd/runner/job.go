@@ -56,8 +56,8 @@ func newJobEnqueueCmd(g *globals) *cobra.Command {
 				return fmt.Errorf("args %q are not a JSON object", raw)
 			}
 			spec.Args = obj
-			if count < 1 {
-				return fmt.Errorf("--count must be at least 1, got %d", count)
+			if count < 1 || count > maxEnqueueCount {
+				return fmt.Errorf("--count must be 1 to %d, got %d", maxEnqueueCount, count)
 			}
 			if runAt != "" && delay != 0 {
 				return fmt.Errorf("give --run-at or --delay, not both")
@@ -76,10 +76,10 @@ func newJobEnqueueCmd(g *globals) *cobra.Command {
 				t := time.Now().Add(delay)
 				spec.RunAt = &t
 			}
-			if timeout < 0 {
-				return fmt.Errorf("--timeout %s is negative", timeout)
-			}
 			spec.Timeout = timeout
+			if err := checkEnqueueFlags(spec, cmd.Flags().Changed); err != nil {
+				return err
+			}
 			if count > 1 && spec.UniqueKey != "" {
 				return fmt.Errorf("--unique-key with --count %d would enqueue one job; drop one of them", count)
 			}
@@ -104,15 +104,92 @@ func newJobEnqueueCmd(g *globals) *cobra.Command {
 	f.DurationVar(&delay, "delay", 0, "run after this delay")
 	f.IntVar(&spec.MaxAttempts, "max-attempts", 0, "failed attempts before the job fails for good (default 25)")
 	f.StringVar(&spec.UniqueKey, "unique-key", "", "deduplicate: while an active job holds the key, return it instead")
-	f.DurationVar(&timeout, "timeout", 0, "time limit for one attempt")
+	f.DurationVar(&timeout, "timeout", 0, "time limit for one attempt: "+intervalRange+", or 0 for the queue's default_timeout (else 1h)")
 	f.StringVar(&spec.Model, "model", "", "model the job needs (warm-model routing)")
-	f.BoolVar(&spec.ModelRequired, "model-required", false, "only a worker with --model warm or declared may claim the job")
-	f.DurationVar(&spec.UniqueWindow, "unique-window", 0, "with --unique-key: also return a job that finished with the key within this window")
+	f.BoolVar(&spec.ModelRequired, "model-required", false, "with --model: only a worker with the model warm or declared may claim the job")
+	f.DurationVar(&spec.UniqueWindow, "unique-window", 0, "with --unique-key: also return a job that finished with the key within this window: "+intervalRange)
 	f.BoolVar(&spec.ReplaceDuplicate, "replace", false, "with --unique-key: a queued holder of the key takes these args, priority and run time")
 	f.StringVar(&spec.ConcurrencyKey, "concurrency-key", "", "key the queue's concurrency_limit counts by (a tenant, say)")
-	f.IntVar(&count, "count", 1, "enqueue this many identical jobs in one transaction")
+	f.IntVar(&count, "count", 1, fmt.Sprintf("enqueue this many identical jobs in one transaction (1 to %d)", maxEnqueueCount))
 	addNoProgressFlag(cmd, &noBar)
 	return cmd
+}
+
+// Bounds on the flags of job enqueue, checked before anything connects.
+const (
+	// minJobInterval is the shortest --timeout or --unique-window. PostgreSQL keeps an
+	// interval in whole microseconds, so a finer one was rounded up without a word,
+	// and a limit under a millisecond is shorter than a round trip to the database:
+	// such a value is a slip of the unit (1ns for 1s), not a wish.
+	minJobInterval = time.Millisecond
+	// maxJobInterval is the longest: a year with its leap day. An attempt or a
+	// deduplication window longer than that is a slip of the unit too (9000h meant
+	// as 9000s), next to the engine's default timeout of an hour.
+	maxJobInterval = 366 * 24 * time.Hour
+	// maxEnqueueCount bounds --count. The jobs go in one transaction and the command
+	// holds every spec and every job returned: a million took about 1 GB and half a
+	// minute on this project's machine, so more is a typo or a task for several runs.
+	maxEnqueueCount = 1_000_000
+)
+
+// intervalRange says in words what checkInterval accepts.
+var intervalRange = fmt.Sprintf("%s to %dh (%d days)", minJobInterval, maxJobInterval/time.Hour, maxJobInterval/(24*time.Hour))
+
+// checkEnqueueFlags refuses the flags of job enqueue that would be dropped or
+// changed without a word: a string flag given empty (the engine's default would be
+// used instead), a flag that only means something with another, and a --timeout or
+// --unique-window out of range. changed reports whether a flag was given. Errors are
+// one line naming the flag and its value.
+func checkEnqueueFlags(spec pgrun.JobSpec, changed func(string) bool) error {
+	for _, f := range []struct{ name, value, want string }{
+		{"queue", spec.Queue, "a queue name (" + pgrun.QueueNameFormat + ")"},
+		{"unique-key", spec.UniqueKey, "a key"},
+		{"model", spec.Model, "a model name"},
+		{"concurrency-key", spec.ConcurrencyKey, "a key"},
+	} {
+		if changed(f.name) && f.value == "" {
+			return fmt.Errorf(`--%s "" is empty: give %s, or leave the flag out`, f.name, f.want)
+		}
+	}
+	if changed("unique-window") && spec.UniqueKey == "" {
+		return fmt.Errorf("--unique-window %s needs --unique-key: the window widens that key's deduplication", spec.UniqueWindow)
+	}
+	if spec.ReplaceDuplicate && spec.UniqueKey == "" {
+		return errors.New("--replace needs --unique-key: it replaces the args of the key's queued holder")
+	}
+	if spec.ModelRequired && spec.Model == "" {
+		return errors.New("--model-required needs --model: name the model the job requires")
+	}
+	if err := checkInterval("timeout", spec.Timeout, "0 for the queue's default_timeout"); err != nil {
+		return err
+	}
+	if changed("unique-window") {
+		return checkInterval("unique-window", spec.UniqueWindow, "")
+	}
+	return nil
+}
+
+// checkInterval refuses d, the value of duration flag name that becomes an interval
+// in the database, outside minJobInterval to maxJobInterval. zero, when not empty,
+// says what 0 means for the flag, which then accepts it.
+func checkInterval(name string, d time.Duration, zero string) error {
+	if (d == 0 && zero != "") || (d >= minJobInterval && d <= maxJobInterval) {
+		return nil
+	}
+	what := "too short"
+	switch {
+	case d < 0:
+		what = "negative"
+	case d == 0:
+		what = "not positive"
+	case d > maxJobInterval:
+		what = "too long"
+	}
+	give := "give " + intervalRange
+	if zero != "" {
+		give += ", or " + zero
+	}
+	return fmt.Errorf("--%s %s is %s: %s", name, d, what, give)
 }
 
 // printEnqueued says what an enqueue did: the one job (or the holder of its unique

@@ -27,7 +27,8 @@ func newMigrateCmd(g *globals) *cobra.Command {
 grants the roles pgrun_enqueuer, pgrun_worker and pgrun_admin (see docs/security.md).
 Where the migrating role may not create roles, pass --no-create-roles and have a DBA
 run the statements of "runner migrate grants".`,
-		Args: cobra.NoArgs,
+		Args:    cobra.NoArgs,
+		PreRunE: func(*cobra.Command, []string) error { return checkRolePrefix(opts.RolePrefix) },
 		RunE: g.withPool(func(cmd *cobra.Command, _ []string, pool *pgxpool.Pool) error {
 			before, _, err := pgrun.SchemaVersion(cmd.Context(), pool)
 			if err != nil {
@@ -49,9 +50,10 @@ run the statements of "runner migrate grants".`,
 	cmd.AddCommand(up)
 	var grantsPrefix string
 	grants := &cobra.Command{
-		Use:   "grants",
-		Short: "Print the SQL that creates the roles and grants them, for a DBA",
-		Args:  cobra.NoArgs,
+		Use:     "grants",
+		Short:   "Print the SQL that creates the roles and grants them, for a DBA",
+		Args:    cobra.NoArgs,
+		PreRunE: func(*cobra.Command, []string) error { return checkRolePrefix(grantsPrefix) },
 		RunE: g.withPool(func(cmd *cobra.Command, _ []string, pool *pgxpool.Pool) error {
 			sql, err := pgrun.GrantsSQL(cmd.Context(), pool, grantsPrefix)
 			if err != nil {
@@ -95,6 +97,9 @@ transaction:
   runner migrate sql > pgrun.sql && psql -v ON_ERROR_STOP=1 -f pgrun.sql "$DATABASE_URL"`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkRolePrefix(sqlOpts.RolePrefix); err != nil {
+				return err
+			}
 			script, err := pgrun.InstallSQL(sqlOpts)
 			if err != nil {
 				return err
@@ -123,6 +128,23 @@ transaction:
 		}),
 	})
 	return cmd
+}
+
+// checkRolePrefix refuses, before anything connects, a --role-prefix that
+// pgrun.MigrateWith would refuse (pgrun.CheckRolePrefix: role names PostgreSQL would
+// cut), so that migrate up, grants and sql accept the same prefixes. An empty prefix
+// is refused too: the library reads it as the default, pgrun_, which nobody typing
+// --role-prefix "" means.
+func checkRolePrefix(prefix string) error {
+	if prefix == "" {
+		return fmt.Errorf(`--role-prefix "" is empty: give a prefix such as acme_, or leave the flag out for %s`, pgrun.DefaultRolePrefix)
+	}
+	if pgrun.CheckRolePrefix(prefix) != nil {
+		n := pgrun.RolesFor(prefix).Enqueuer // the longest name
+		return fmt.Errorf("--role-prefix %q is %d bytes, too long: role PREFIX%s would be %d bytes, over PostgreSQL's limit of %d; give a prefix of at most %d bytes",
+			prefix, len(prefix), n[len(prefix):], len(n), pgrun.MaxRoleNameBytes, pgrun.MaxRoleNameBytes-(len(n)-len(prefix)))
+	}
+	return nil
 }
 
 // confirmDown asks on the terminal before migrate down drops every job; without a

@@ -18,6 +18,39 @@ func init() { commands = append(commands, newTopCmd) }
 // column of the queue table, narrow enough for a CI log.
 const onceWidth = 160
 
+// maxWidth bounds --width. A frame's lines are cut to the width and never padded,
+// so a width past the longest line cuts nothing; ten thousand columns is past any
+// terminal, and a larger number is a typo.
+const maxWidth = 10000
+
+// Bounds on --interval. The shortest is the floor top has had from the start. Past
+// the longest, what sends no notification (completions, progress, heartbeats) would
+// show over an hour stale in a view meant for watching: a slip of the unit.
+const (
+	minInterval = 200 * time.Millisecond
+	maxInterval = time.Hour
+)
+
+// checkTopFlags refuses the flags of top that would be ignored or are out of range,
+// before anything connects: --width only shapes --once's frame (the live view
+// follows the terminal) and --interval only the live view. changed reports whether
+// a flag was given.
+func checkTopFlags(once bool, interval time.Duration, width int, changed func(string) bool) error {
+	switch {
+	case interval < minInterval:
+		return fmt.Errorf("--interval %s is too short: use %s or more", interval, minInterval)
+	case interval > maxInterval:
+		return fmt.Errorf("--interval %s is too long: use %s or less", interval, maxInterval)
+	case once && changed("interval"):
+		return fmt.Errorf("--interval %s has no effect with --once, which prints one frame: drop one of them", interval)
+	case changed("width") && !once:
+		return fmt.Errorf("--width %d needs --once: the live view takes the terminal's width", width)
+	case width < 0 || width > maxWidth:
+		return fmt.Errorf("--width %d is not valid: give 1 to %d columns, or 0 for the terminal's width (else %d)", width, maxWidth, onceWidth)
+	}
+	return nil
+}
+
 func newTopCmd(g *globals) *cobra.Command {
 	var (
 		once     bool
@@ -38,11 +71,8 @@ live, dead (silent for three heartbeats) and stopped. q or Ctrl-C quits and give
 terminal back. --once prints one frame and exits, for scripts.`,
 		Example: "  runner top\n  runner top --interval 5s\n  runner top --once",
 		Args:    cobra.NoArgs,
-		PreRunE: func(*cobra.Command, []string) error {
-			if interval < 200*time.Millisecond {
-				return fmt.Errorf("--interval %s is too short: use 200ms or more", interval)
-			}
-			return nil
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			return checkTopFlags(once, interval, width, cmd.Flags().Changed)
 		},
 		RunE: g.withPool(func(cmd *cobra.Command, _ []string, pool *pgxpool.Pool) error {
 			title := describeDatabase(pool)
@@ -63,8 +93,8 @@ terminal back. --once prints one frame and exits, for scripts.`,
 		}),
 	}
 	cmd.Flags().BoolVar(&once, "once", false, "print one frame and exit")
-	cmd.Flags().DurationVar(&interval, "interval", top.DefaultInterval, "refresh at least this often (notifications refresh sooner)")
-	cmd.Flags().IntVar(&width, "width", 0, "with --once: columns (default: the terminal's, else 160)")
+	cmd.Flags().DurationVar(&interval, "interval", top.DefaultInterval, fmt.Sprintf("without --once: refresh at least this often, %s to %s (notifications refresh sooner)", minInterval, maxInterval))
+	cmd.Flags().IntVar(&width, "width", 0, fmt.Sprintf("with --once: columns, 1 to %d (default: the terminal's, else %d)", maxWidth, onceWidth))
 	return cmd
 }
 
