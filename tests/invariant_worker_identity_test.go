@@ -188,4 +188,26 @@ func TestATenantsWorkerClaimsOnlyItsTenantsJobs(t *testing.T) {
 		"and reads acme's only")
 	got = one[[]string](t, k.Ctx, fleet, `select array_agg(tenant) from pgrun.claim_jobs('shared', 'fleet-w', 10)`)
 	require.Equal(t, []string{"globex", "globex", "globex"}, got, "an unmapped worker serves every tenant")
+
+	// Another tenant's worker login reaches nothing of acme's claims, under acme's
+	// worker id or its own.
+	globexRole, globexWorker := testkit.NewRole(t, k.DB, "pgrun_worker")
+	testkit.Allowed(t, k.DB, k.admin, `select pgrun.grant_tenant($1, 'globex')`, globexRole)
+	testkit.Allowed(t, k.DB, globexWorker, `select pgrun.worker_heartbeat('globex-w', 'h', 3, array['shared'])`)
+	var id int64
+	var attempt int
+	var claim string
+	require.NoError(t, k.Pool.QueryRow(k.Ctx, `select id, attempt, claim_id::text from pgrun.jobs
+		where claimed_by = 'acme-w' order by id limit 1`).Scan(&id, &attempt, &claim))
+	before := testkit.Snap(t, k.Pool, id)
+	for _, sql := range []string{
+		`select pgrun.complete_job($1, $2, '{"forged": 1}', 'acme-w', $3::uuid)`,
+		`select pgrun.fail_job($1, $2, '{"message": "forged", "class": "invalid_args"}', false, 'acme-w', $3::uuid)`,
+		`select pgrun.defer_job($1, $2, '[{"kind": "noop"}]', 1.0, 'acme-w', $3::uuid)`,
+		`select pgrun.emit($1, 'forged', worker => 'acme-w', claim_id => $3::uuid) where $2::int is not null`,
+	} {
+		testkit.Denied(t, k.DB, globexWorker, sql, id, attempt, claim)
+	}
+	require.False(t, one[bool](t, k.Ctx, globexWorker, `select pgrun.complete_job($1, $2, null, 'globex-w', $3::uuid)`, id, attempt, claim))
+	require.Equal(t, before, testkit.Snap(t, k.Pool, id), "acme's job is as it was")
 }
