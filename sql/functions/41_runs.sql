@@ -84,11 +84,27 @@ as $$
   select n from jsonb_array_elements(spec -> 'nodes') n where n ->> 'name' = node
 $$;
 
+-- fail_node fails DAG node job id, still pending, for a reason of its own (class, and
+-- message) at v_now: the node cannot be made ready (bad_map, bad_args). Its dispatch
+-- then ends or fails the run as for any failed node.
+create or replace function pgrun.fail_node(id bigint, class text, message text, v_now timestamptz)
+returns void
+language sql
+set search_path = pgrun, pg_catalog
+as $$
+  update pgrun.jobs j set status = 'failed', finished_at = v_now,
+    error = jsonb_build_object('class', class, 'message', message)
+  where j.id = fail_node.id and j.status = 'pending'
+$$;
+
 -- node_ready moves a pending node whose dependencies are all done on: skipped if its
 -- skip_if holds; for an input node, succeeded with the submitted input or waiting for
 -- it; for a map node, waiting for one child per element of the referenced array (failed,
 -- class bad_map, if it is not an array or has more than max_map_items() elements);
--- otherwise queued with its args resolved.
+-- otherwise queued with its args resolved. A node whose resolved args (a map child's,
+-- for a map node) are over max_json_bytes(), or whose references resolve to more than
+-- a JSON value can hold, fails with class bad_args: the enqueue rules' bound on args,
+-- applied here so that the dispatch that readies it cannot fail.
 create or replace function pgrun.node_ready(j pgrun.jobs)
 returns void
 language plpgsql
@@ -111,22 +127,70 @@ declare
   nd     jsonb := coalesce(node_spec, pgrun.workflow_node(j.run_id, j.node));
   refs   jsonb := jsonb_build_array(nd -> 'args', nd -> 'skip_if', nd -> 'map');
   -- Every reference and condition is an object key starting with $: without one in
-  -- the text there is nothing to look up.
-  heads  text[] := case when strpos(refs::text, '"$') = 0 then '{}'
-                        else array(select distinct split_part(p, '.', 1) from pgrun.workflow_refs(refs) p) end;
-  ctx    jsonb := case when cardinality(heads) > 0 then pgrun.run_context(j.run_id, heads) else '{}' end;
+  -- the text there is nothing to look up or resolve.
+  plain  boolean := strpos(refs::text, '"$') = 0;
+  heads  text[];
+  ctx    jsonb := '{}';
   v_now  timestamptz := pgrun.clock();
+  skip   boolean := false;
+  is_input boolean := coalesce(nd ->> 'input', 'false') = 'true';
   items  jsonb;
+  v_args jsonb;
+  kids   jsonb;
   given  jsonb;
   small  jsonb;
+  fault  text;
+  bad    record;
 begin
-  if nd ? 'skip_if' and pgrun.eval_condition(nd -> 'skip_if', ctx) then
+  if plain then
+    v_args := coalesce(nd -> 'args', '{}');
+  else
+    -- What references build is bounded only by what they name (outputs of up to
+    -- max_json_bytes() each, a map node's of many); a value past what a jsonb can hold
+    -- (program_limit_exceeded) fails the node instead of its dispatch. Nothing is
+    -- written in here.
+    begin
+      heads := array(select distinct split_part(p, '.', 1) from pgrun.workflow_refs(refs) p);
+      if cardinality(heads) > 0 then
+        ctx := pgrun.run_context(j.run_id, heads);
+      end if;
+      skip := nd ? 'skip_if' and pgrun.eval_condition(nd -> 'skip_if', ctx);
+      if not skip and not is_input then
+        if nd ? 'map' then
+          items := pgrun.resolve(nd -> 'map', ctx);
+          if jsonb_typeof(items) = 'array' and jsonb_array_length(items) between 1 and pgrun.max_map_items() then
+            -- Each child's args resolve against the context they read, not a copy of
+            -- every node's output per element.
+            small := pgrun.context_for(ctx, nd -> 'args');
+            select jsonb_agg(jsonb_strip_nulls(jsonb_build_object(
+                     'kind', nd ->> 'kind', 'queue', nd ->> 'queue', 'priority', nd -> 'priority',
+                     'args', pgrun.resolve(coalesce(nd -> 'args', '{}'), small || jsonb_build_object('item', x)),
+                     'model', nd ->> 'model', 'timeout', nd ->> 'timeout', 'max_attempts', nd -> 'max_attempts',
+                     'parent_id', j.id, 'meta', jsonb_build_object('map_index', i - 1)))
+                   order by i)
+            into kids
+            from jsonb_array_elements(items) with ordinality e(x, i);
+          end if;
+        else
+          v_args := case when nd ? 'args' then pgrun.resolve(nd -> 'args', ctx) else '{}' end;
+        end if;
+      end if;
+    exception when program_limit_exceeded then
+      fault := format('the references of node %s resolve to more than a JSON value can hold (%s)', j.node, sqlerrm);
+    end;
+  end if;
+
+  if fault is not null then
+    perform pgrun.fail_node(j.id, 'bad_args', fault, v_now);
+    return;
+  end if;
+  if skip then
     update pgrun.jobs set status = 'skipped', finished_at = v_now,
       error = jsonb_build_object('class', 'skip_if', 'message', 'skip_if held')
     where id = j.id and status = 'pending';
     return;
   end if;
-  if coalesce(nd ->> 'input', 'false') = 'true' then
+  if is_input then
     select payload into given from pgrun.run_inputs i where i.run_id = j.run_id and i.node = j.node;
     if found then
       update pgrun.jobs set status = 'succeeded', result = given, started_at = v_now, finished_at = v_now
@@ -137,21 +201,30 @@ begin
     return;
   end if;
   if nd ? 'map' then
-    items := pgrun.resolve(nd -> 'map', ctx);
     if jsonb_typeof(items) <> 'array' then
-      update pgrun.jobs set status = 'failed', finished_at = v_now,
-        error = jsonb_build_object('class', 'bad_map',
-                  'message', format('map of node %s resolved to %s, not an array', j.node, jsonb_typeof(items)))
-      where id = j.id and status = 'pending';
+      perform pgrun.fail_node(j.id, 'bad_map',
+        format('map of node %s resolved to %s, not an array', j.node, jsonb_typeof(items)), v_now);
       return;
     end if;
     if jsonb_array_length(items) > pgrun.max_map_items() then
-      update pgrun.jobs set status = 'failed', finished_at = v_now,
-        error = jsonb_build_object('class', 'bad_map',
-                  'message', format('map of node %s resolved to %s elements, over the limit of %s',
-                                    j.node, jsonb_array_length(items), pgrun.max_map_items()))
-      where id = j.id and status = 'pending';
+      perform pgrun.fail_node(j.id, 'bad_map',
+        format('map of node %s resolved to %s elements, over the limit of %s',
+               j.node, jsonb_array_length(items), pgrun.max_map_items()), v_now);
       return;
+    end if;
+    -- A child's args over the limit would fail the enqueue below: the first one is
+    -- looked for only when all of them together are over it.
+    if pg_column_size(kids) > pgrun.max_json_bytes() then
+      select e.i - 1 as at, pg_column_size(e.x -> 'args') as size into bad
+      from jsonb_array_elements(kids) with ordinality e(x, i)
+      where pg_column_size(e.x -> 'args') > pgrun.max_json_bytes()
+      order by e.i limit 1;
+      if found then
+        perform pgrun.fail_node(j.id, 'bad_args',
+          format('args of element %s of map node %s resolved to %s bytes, over the limit of %s bytes',
+                 bad.at, j.node, bad.size, pgrun.max_json_bytes()), v_now);
+        return;
+      end if;
     end if;
     update pgrun.jobs set status = 'waiting', started_at = v_now, progress_current = 0,
       progress_total = jsonb_array_length(items), children_failed = 0,
@@ -162,22 +235,17 @@ begin
       where id = j.id and status = 'waiting';
       return;
     end if;
-    -- Each child's args resolve against the context they read, not a copy of every
-    -- node's output per element.
-    small := pgrun.context_for(ctx, nd -> 'args');
-    perform pgrun.enqueue_jobs((
-      select jsonb_agg(jsonb_strip_nulls(jsonb_build_object(
-               'kind', nd ->> 'kind', 'queue', nd ->> 'queue', 'priority', nd -> 'priority',
-               'args', pgrun.resolve(coalesce(nd -> 'args', '{}'), small || jsonb_build_object('item', x)),
-               'model', nd ->> 'model', 'timeout', nd ->> 'timeout', 'max_attempts', nd -> 'max_attempts',
-               'parent_id', j.id, 'meta', jsonb_build_object('map_index', i - 1)))
-             order by i)
-      from jsonb_array_elements(items) with ordinality e(x, i)));
+    perform pgrun.enqueue_jobs(kids);
     perform pgrun.queue_readied(coalesce(nd ->> 'queue', 'default'));
     return;
   end if;
-  update pgrun.jobs set status = 'queued', run_at = v_now,
-    args = case when nd ? 'args' then pgrun.resolve(nd -> 'args', ctx) else '{}' end
+  if pg_column_size(v_args) > pgrun.max_json_bytes() then
+    perform pgrun.fail_node(j.id, 'bad_args',
+      format('args of node %s resolved to %s bytes, over the limit of %s bytes',
+             j.node, pg_column_size(v_args), pgrun.max_json_bytes()), v_now);
+    return;
+  end if;
+  update pgrun.jobs set status = 'queued', run_at = v_now, args = v_args
   where id = j.id and status = 'pending';
   perform pg_notify('pgrun_jobs', j.queue);
   perform pgrun.queue_readied(j.queue);
@@ -187,9 +255,11 @@ $$;
 -- start_run starts a run of the newest version of workflow with input, creating the
 -- run and one job per node atomically; nodes without dependencies are made ready at
 -- once. With unique_key and a running run holding it, that run is returned instead.
--- Raises P0002 for an unknown workflow, 22023 for an input that is not an object or is
--- over max_json_bytes(). In the tenant mode the run and its nodes belong to the
--- caller's tenant, and unique keys are per tenant.
+-- Raises P0002 for an unknown workflow; 22023, writing nothing, for a name no workflow
+-- can have (define_workflow's rule), an input that is not an object or is over
+-- max_json_bytes(), or a unique_key that is empty or over max_key_bytes() (check_key,
+-- as a job's). In the tenant mode the run and its nodes belong to the caller's
+-- tenant, and unique keys are per tenant.
 create or replace function pgrun.start_run(workflow text, input jsonb default '{}', unique_key text default null)
 returns pgrun.runs
 language plpgsql
@@ -202,6 +272,12 @@ declare
   x  record;
   t  text := pgrun.session_tenant(); -- the run's tenant (NULL with the mode off)
 begin
+  if workflow is null or workflow !~ '^[a-z][a-z0-9_.-]{0,62}$' then
+    raise exception 'workflow name % is not valid',
+      coalesce(quote_literal(left(workflow, 63) || case when length(workflow) > 63 then '...' else '' end), 'NULL')
+      using errcode = '22023',
+            hint = 'A workflow name has 1 to 63 characters from a-z, 0-9, _, - and . starting with a letter; list them with SELECT DISTINCT name FROM pgrun.workflows;';
+  end if;
   select * into w from pgrun.workflows x where x.name = start_run.workflow order by version desc limit 1;
   if not found then
     raise exception 'workflow % is not defined', coalesce(quote_literal(workflow), 'NULL')
@@ -212,6 +288,7 @@ begin
       using errcode = '22023', hint = 'Pass an object such as {"url": "..."}.';
   end if;
   perform pgrun.check_json_size('run input', input);
+  perform pgrun.check_key('unique_key', unique_key); -- indexed (runs_unique_key_tenant_idx)
   if unique_key is not null then
     select * into r from pgrun.runs x
     where x.unique_key = start_run.unique_key and x.tenant is not distinct from t and x.status = 'running';
@@ -271,8 +348,10 @@ $$;
 -- fails the run, skips every pending node downstream of it (class upstream_failed) and
 -- cancels what is still unfinished elsewhere (error "cause": "run_failed", which a
 -- redrive looks for). When no node is active any more the run ends: succeeded if every
--- required node passed, else failed naming the first that did not (a redriven run can
--- end so). Takes the run's row lock; does nothing once the run has ended.
+-- required node passed (its output: the leaf nodes' outputs, or {"truncated": true,
+-- ...} past max_json_bytes() in all), else failed naming the first that did not (a
+-- redriven run can end so). Takes the run's row lock; does nothing once the run has
+-- ended.
 create or replace function pgrun.node_finished(j pgrun.jobs)
 returns void
 language plpgsql
@@ -287,6 +366,7 @@ declare
   todo    bigint;
   c       pgrun.jobs;
   bad     pgrun.jobs;
+  v_output jsonb;
   v_now   timestamptz := pgrun.clock();
 begin
   select * into r from pgrun.runs where id = j.run_id for update;
@@ -358,14 +438,27 @@ begin
       where id = r.id and status = 'running';
       return;
     end if;
-    -- Every node passed: the run's output is its leaf nodes' outputs.
-    update pgrun.runs set status = 'succeeded', finished_at = v_now,
-      output = (select coalesce(jsonb_object_agg(x.node, x.result), '{}')
-                from pgrun.jobs x, pgrun.workflows w
-                where x.run_id = r.id and x.parent_id is null
-                  and w.name = r.workflow and w.version = r.version
-                  and not exists (select 1 from jsonb_array_elements(w.spec -> 'nodes') n
-                                  where (n -> 'deps') ? x.node))
+    -- Every node passed: the run's output is its leaf nodes' outputs, up to
+    -- max_json_bytes() in all. A result is within that bound (a map node's is its
+    -- children's), but a run has up to max_workflow_nodes() leaves: past the bound (or
+    -- past what a jsonb holds, which would fail this dispatch and leave the run
+    -- running) the output says so instead, and each leaf's result stays on its job.
+    begin
+      select coalesce(jsonb_object_agg(x.node, x.result), '{}') into v_output
+      from pgrun.jobs x, pgrun.workflows w
+      where x.run_id = r.id and x.parent_id is null
+        and w.name = r.workflow and w.version = r.version
+        and not exists (select 1 from jsonb_array_elements(w.spec -> 'nodes') n
+                        where (n -> 'deps') ? x.node);
+    exception when program_limit_exceeded then
+      v_output := null;
+    end;
+    if v_output is null or pg_column_size(v_output) > pgrun.max_json_bytes() then
+      v_output := jsonb_build_object('truncated', true,
+        'message', format('the outputs of the leaf nodes are over the limit of %s bytes in all: read each node''s result from pgrun.jobs',
+                          pgrun.max_json_bytes()));
+    end if;
+    update pgrun.runs set status = 'succeeded', finished_at = v_now, output = v_output
     where id = r.id and status = 'running';
   end if;
 end;
@@ -419,7 +512,8 @@ $$;
 -- (succeeded, skipped by skip_if, or any end of an optional node) and those at zero
 -- are made ready. j stays queued as retry_job left it, unless it cannot run as a plain
 -- job: a map node waits for its children again (map_node_resumed), an input node
--- waits for its input again, and a node whose deps have not all passed waits for them.
+-- waits for its input again, a node whose deps have not all passed waits for them, and
+-- a node that failed as bad_args (its args never resolved) is made ready again.
 -- Takes the run's row lock.
 create or replace function pgrun.node_redriven(j pgrun.jobs)
 returns void
@@ -470,7 +564,8 @@ begin
   where x.id = c.id;
 
   select * into d from pgrun.jobs where id = j.id;
-  if d.status = 'queued' and (nd ? 'map' or coalesce(nd ->> 'input', 'false') = 'true' or d.deps_remaining > 0) then
+  if d.status = 'queued' and (nd ? 'map' or coalesce(nd ->> 'input', 'false') = 'true' or d.deps_remaining > 0
+                              or d.error ->> 'class' = 'bad_args') then
     if not (nd ? 'map' and d.deps_remaining = 0 and pgrun.map_node_resumed(d)) then
       update pgrun.jobs set status = 'pending', started_at = null where id = j.id and status = 'queued';
     end if;
@@ -530,7 +625,8 @@ $$;
 -- is kept and used when it is (returns false). Refused, writing nothing: an unknown run
 -- (P0002); a node that is not an input node or a NULL payload (22023); a second input
 -- for the same node (23505); a run that has ended (55000: redrive it first); a payload
--- over max_json_bytes() (22023). Takes the run's row lock, so that the run cannot end
+-- over max_json_bytes() (22023). A node name that no node can have is refused as not an
+-- input node, named cut to 63 characters. Takes the run's row lock, so that the run cannot end
 -- between the check and the write, and two inputs for one node are one after the other.
 create or replace function pgrun.submit_input(run_id bigint, node text, payload jsonb)
 returns boolean
@@ -548,9 +644,12 @@ begin
     raise exception 'run % does not exist', coalesce(run_id::text, 'NULL')
       using errcode = 'P0002', hint = 'List runs with: SELECT id, workflow, status FROM pgrun.runs ORDER BY id DESC LIMIT 20;';
   end if;
-  nd := pgrun.workflow_node(run_id, node);
+  if node ~ '^[a-z][a-z0-9_]{0,62}$' then
+    nd := pgrun.workflow_node(run_id, node);
+  end if;
   if nd is null or coalesce(nd ->> 'input', 'false') <> 'true' then
-    raise exception 'node % of run % is not an input node', coalesce(quote_literal(node), 'NULL'), run_id
+    raise exception 'node % of run % is not an input node',
+      coalesce(quote_literal(left(node, 63) || case when length(node) > 63 then '...' else '' end), 'NULL'), run_id
       using errcode = '22023', hint = 'Only nodes declared with "input": true take inputs; see SELECT * FROM pgrun.run_status WHERE run_id = ...;';
   end if;
   if payload is null then
@@ -580,7 +679,9 @@ $$;
 -- cancel_run cancels a running run and every unfinished node (map children too; the
 -- nodes' errors carry "cause": "run_cancelled", so that retry_run can resume them).
 -- Returns the run; NULL if it had already ended; P0002 for an unknown run (or, in the
--- tenant mode, another tenant's). Who may cancel: as cancel_job.
+-- tenant mode, another tenant's); 22023, writing nothing, for a reason over 2,000
+-- bytes (it is stored on the run and on every node and child it cancels, and 2,000 is
+-- where put_back cuts a worker's reason). Who may cancel: as cancel_job.
 create or replace function pgrun.cancel_run(run_id bigint, reason text default null)
 returns pgrun.runs
 language plpgsql
@@ -598,6 +699,10 @@ begin
       using errcode = 'P0002', hint = 'List runs with: SELECT id, workflow, status FROM pgrun.runs ORDER BY id DESC LIMIT 20;';
   end if;
   perform pgrun.check_may_cancel(format('run %s', run_id));
+  if octet_length(reason) > 2000 then
+    raise exception 'cancel reason is % bytes, over the limit of 2000 bytes', octet_length(reason)
+      using errcode = '22023', hint = 'Say why in a sentence; keep details elsewhere and refer to them.';
+  end if;
   update pgrun.runs x set status = 'cancelled', finished_at = pgrun.clock(),
     error = jsonb_build_object('class', 'cancelled', 'message', coalesce(reason, 'cancelled'))
   where x.id = cancel_run.run_id and x.status = 'running'

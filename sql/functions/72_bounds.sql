@@ -49,6 +49,17 @@ as $$
     ('event name', '1 to 128 characters: letters, digits, _ . : -, starting with a letter', 'emit'),
     ('progress', '0 or more', 'set_progress, emit'),
     ('workflow nodes', '1000 per workflow', 'define_workflow'),
+    ('workflow node fields', format('kind, queue as for jobs; timeout 0 to %s; max_attempts at least 1; priority %s to %s; '
+                                    'optional, input true or false; failure_ratio 0 to 1; model a non-empty string',
+                                    pgrun.max_wait(), pgrun.min_priority(), pgrun.max_priority()),
+     'define_workflow'),
+    ('run unique_key', format('non-empty, at most %s bytes', pgrun.max_key_bytes()), 'start_run'),
+    ('run input, submitted input', format('at most %s bytes', pgrun.max_json_bytes()), 'start_run, submit_input'),
+    ('a node''s resolved args', format('at most %s bytes; over it the node fails with class bad_args', pgrun.max_json_bytes()),
+     'the dispatch of a DAG node'),
+    ('a run''s output', format('at most %s bytes; over it the output is {"truncated": true}', pgrun.max_json_bytes()),
+     'the end of a run'),
+    ('cancel reason', '2000 bytes', 'cancel_run'),
     ('cron expression', format('%s characters, %s parts per field', pgrun.max_cron_chars(), pgrun.max_cron_parts()),
      'set_schedule')
 $$;
