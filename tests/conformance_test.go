@@ -240,3 +240,28 @@ func TestConformanceMixedFleetSurvivesSIGKILL(t *testing.T) {
 	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.jobs where attempt > 1 and lease_expiries = 0`).Scan(&rerunWithoutLostLease))
 	require.Zero(t, rerunWithoutLostLease, "a job ran again though no lease of it ran out")
 }
+
+// A worker that logs in as a pgrun_worker member, as in production (the other
+// scenarios run as the schema owner): it registers its id before claiming, presents
+// its worker id and claim token with every report, and each outcome lands. Its id is
+// then its login's: another worker login cannot act under it.
+func TestConformanceAsAWorkerLogin(t *testing.T) {
+	forEachAdapter(t, func(t *testing.T, a workerAdapter, b *testkit.DB) {
+		login, p := testkit.NewRole(t, b, "pgrun_worker")
+		done := enqueueKind(t, b, "echo", map[string]any{"n": 1})
+		retried := enqueueKind(t, b, "fail", map[string]any{"times": 1})
+		failed := enqueueKind(t, b, "fail", map[string]any{"permanent": true, "message": "no"})
+		later := enqueueKind(t, b, "later", map[string]any{"ms": 50})
+		parent := enqueueKind(t, b, "fanout", map[string]any{"children": 2})
+		id := "conf-login-" + a.name
+		testkit.StartProc(t, a.name+" worker "+id, a.start(p.Config().ConnString(), "conf", id))
+		for _, j := range []int64{done, retried, later, parent} {
+			waitStatus(t, b, j, pgrun.StatusSucceeded)
+		}
+		waitStatus(t, b, failed, pgrun.StatusFailed)
+		require.Equal(t, 2, getJob(t, b, later).Attempt)
+		require.Equal(t, login, one[string](t, b.Ctx, b.Pool, `select login_role::text from pgrun.workers where id = $1`, id))
+		_, other := testkit.NewRole(t, b, "pgrun_worker")
+		testkit.Denied(t, b, other, `select pgrun.worker_heartbeat($1, 'h', 1, array['conf'], state => 'stopped')`, id)
+	})
+}
