@@ -13,11 +13,13 @@ WITH_DB = url=$$(scripts/ensure-postgres.sh) && PGRUN_DATABASE_URL=$$url
 demo:
 	$(WITH_DB) $(GO) run ./cmd/runner demo
 
-## test: the whole suite against real PostgreSQL, with the race detector
+## test: the whole suite against real PostgreSQL, with the race detector; installs
+## or starts what it needs first and leaves no daemon or per-test database behind
+## (scripts/test.sh; PGRUN_NO_INSTALL=1 lists what is missing instead)
 test:
-	$(WITH_DB) $(GO) test -race -count=1 ./...
+	GO=$(GO) scripts/test.sh
 
-## bench: runner bench plus the Go benchmarks (figures go in docs/benchmarks.md)
+## bench: runner bench plus the Go benchmarks (new passes go in docs/benchmarks-log.md; today's figures in docs/benchmarks.md)
 bench:
 	$(WITH_DB) $(GO) run ./cmd/runner bench
 	$(WITH_DB) $(GO) test -run '^$$' -bench . -benchtime 3x ./tests/

@@ -11,21 +11,15 @@
 # from a browser vendor, so it works where only the distribution's mirror is reachable.
 set -euo pipefail
 
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 log() { echo "ensure-chromium: $*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
+. "$here/lib/install.sh" # apt_install, PGRUN_NO_INSTALL
 
 bin=${PGRUN_CHROMIUM:-/usr/bin/chromium}
 if [ ! -x "$bin" ]; then
-  [ "$(id -u)" -eq 0 ] || die "$bin is missing and installing it with apt-get needs root; run: sudo apt-get install chromium"
   log "installing chromium (apt-get)"
-  export DEBIAN_FRONTEND=noninteractive
-  out=$(mktemp)
-  if ! { apt-get update -q && apt-get install -y -q --no-install-recommends chromium fonts-dejavu-core; } >"$out" 2>&1; then
-    tail -n 40 "$out" >&2
-    rm -f "$out"
-    die "apt-get install chromium failed"
-  fi
-  rm -f "$out"
+  apt_install chromium fonts-dejavu-core
   [ -x "$bin" ] || die "chromium was installed but $bin is not there"
 fi
 log "$("$bin" --version 2>/dev/null || echo "$bin")"

@@ -33,17 +33,10 @@ postgres://* | postgresql://*) ;;
 esac
 psql "$upstream" -XAtqc 'select 1' >/dev/null 2>&1 || die "the upstream $upstream does not answer"
 
+. "$here/lib/install.sh" # apt_install, PGRUN_NO_INSTALL
 if ! command -v pgbouncer >/dev/null 2>&1 && [ ! -x /usr/sbin/pgbouncer ]; then
-  is_root || die "pgbouncer is missing and installing it with apt-get needs root; run: sudo apt-get install pgbouncer"
   log "installing pgbouncer (apt-get)"
-  export DEBIAN_FRONTEND=noninteractive
-  out=$(mktemp)
-  if ! { apt-get update -q && apt-get install -y -q pgbouncer; } >"$out" 2>&1; then
-    tail -n 40 "$out" >&2
-    rm -f "$out"
-    die "apt-get install pgbouncer failed"
-  fi
-  rm -f "$out"
+  apt_install pgbouncer
 fi
 PGBOUNCER=$(command -v pgbouncer || echo /usr/sbin/pgbouncer)
 
@@ -136,9 +129,21 @@ echo "$port" >"$dir/port"
 if is_root; then chown postgres "$dir"/*; fi
 
 log "starting pgbouncer (transaction mode) on 127.0.0.1:$port for $srv_host:$srv_port; files in $dir"
-# The daemon must not keep the lock (fd 9) or our caller's stdout and stderr: a caller
-# that reads them to the end (a test's exec) would wait for pgbouncer to exit.
-if ! as_owner "$PGBOUNCER" -d "$dir/pgbouncer.ini" </dev/null >"$dir/start.out" 2>&1 9>&-; then
+# The daemon keeps none of our descriptors: not the lock (fd 9), not our caller's
+# stdout and stderr (a caller that reads them to the end, a test's exec, would wait for
+# pgbouncer to exit), and nothing else the caller held open (a lock taken with flock
+# around `make test` stayed held for as long as a leftover pgbouncer lived).
+# without_inherited_fds runs its command with only 0, 1 and 2 open.
+without_inherited_fds() {
+  (
+    for fd in /proc/self/fd/*; do
+      fd=${fd##*/}
+      case $fd in 0 | 1 | 2) ;; *) eval "exec $fd>&-" 2>/dev/null || true ;; esac
+    done
+    "$@"
+  )
+}
+if ! without_inherited_fds as_owner "$PGBOUNCER" -d "$dir/pgbouncer.ini" </dev/null >"$dir/start.out" 2>&1; then
   cat "$dir/start.out" >&2
   tail -n 20 "$dir/pgbouncer.log" >&2 || true
   die "pgbouncer did not start; see $dir/pgbouncer.log"

@@ -26,6 +26,7 @@
 #   PGRUN_FORCE_PRIVATE=1             skip a-c and go straight to the private cluster
 #   PGRUN_PRIVATE_PORT                the private cluster's port (default 54329)
 #   PGRUN_PGDATA                      the private cluster's directory (default <repo>/.pgdata)
+#   PGRUN_NO_INSTALL=1                install nothing: say what is missing and exit 3
 # Stop the private cluster with: runuser -u postgres -- /usr/lib/postgresql/15/bin/pg_ctl -D .pgdata stop
 # (or without runuser when not root).
 set -euo pipefail
@@ -45,19 +46,8 @@ answers() { # URL
   PGCONNECT_TIMEOUT=3 psql "$1" -XAtqc 'select 1' >/dev/null 2>&1
 }
 
-apt_install() { # package...
-  is_root || die "need to install $* with apt-get, which needs root; run: sudo $0"
-  command -v apt-get >/dev/null 2>&1 || die "need $* but there is no apt-get here; install them by hand"
-  export DEBIAN_FRONTEND=noninteractive
-  local out
-  out=$(mktemp)
-  if ! { apt-get update -q && apt-get install -y -q "$@"; } >"$out" 2>&1; then
-    tail -n 40 "$out" >&2
-    rm -f "$out"
-    die "apt-get install $* failed"
-  fi
-  rm -f "$out"
-}
+# apt_install and PGRUN_NO_INSTALL: scripts/lib/install.sh
+. "$here/lib/install.sh"
 
 if ! command -v psql >/dev/null 2>&1; then
   log "installing the PostgreSQL client (postgresql-client-$PG_MAJOR)"

@@ -38,6 +38,8 @@ if [ "${PGRUN_PGVECTOR_FORCE:-}" != 1 ] && installed; then
   log "pgvector $(installed_version) already installed for PostgreSQL $PG_MAJOR"
   exit 0
 fi
+. "$(dirname "${BASH_SOURCE[0]}")/lib/install.sh" # may_install, PGRUN_NO_INSTALL
+may_install "pgvector for PostgreSQL $PG_MAJOR" "sudo $0 (a Debian source list, postgresql-server-dev-$PG_MAJOR and a compiler; the build goes into the server's extension directory)"
 [ "$(id -u)" -eq 0 ] || die "pgvector is missing and installing it needs root (apt-get, make install); run: sudo $0"
 command -v apt-get >/dev/null 2>&1 || die "pgvector is missing and this is not a Debian-like system (no apt-get); install pgvector for PostgreSQL $PG_MAJOR by hand"
 

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -380,4 +382,42 @@ func TestRunnerConfigRejectsABadListenURL(t *testing.T) {
 	require.ErrorContains(t, err, "runner: listen URL")
 	require.NoError(t, runner.Config{Queues: map[string]runner.QueueConfig{"default": {Workers: 1}},
 		ListenURL: "postgres://x@127.0.0.1/db"}.Validate())
+}
+
+// The pooler ensure-pgbouncer.sh starts keeps none of its caller's descriptors: a
+// file the caller held open (here a lock file, as `flock make test` holds one) is not
+// among the daemon's open files, so the daemon cannot keep a lock or a pipe alive
+// after its caller is gone.
+func TestPgBouncerDaemonKeepsNoInheritedDescriptor(t *testing.T) {
+	dir := t.TempDir()
+	held, err := os.Create(filepath.Join(dir, "held.lock"))
+	require.NoError(t, err)
+	defer held.Close()
+	// A directory of its own that user postgres can reach (the daemon runs as it).
+	parent, err := os.MkdirTemp("", "pgrun-pooler-fds-")
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(parent, 0o755))
+	t.Cleanup(func() { _ = os.RemoveAll(parent) })
+	poolDir := filepath.Join(parent, "pooler")
+	cmd := exec.Command("../scripts/ensure-pgbouncer.sh", testdb.ServerURL())
+	cmd.Env = append(os.Environ(), "PGRUN_PGBOUNCER_DIR="+poolDir, "PGRUN_PGBOUNCER_PORT=17532")
+	cmd.ExtraFiles = []*os.File{held} // fd 3 in the script
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	_, err = cmd.Output()
+	require.NoError(t, err, "ensure-pgbouncer.sh: %s", stderr.String())
+	pidText, err := os.ReadFile(filepath.Join(poolDir, "pgbouncer.pid"))
+	require.NoError(t, err)
+	pid := strings.TrimSpace(string(pidText))
+	t.Cleanup(func() { _ = exec.Command("kill", pid).Run() })
+	fds, err := os.ReadDir("/proc/" + pid + "/fd")
+	require.NoError(t, err)
+	require.NotEmpty(t, fds)
+	for _, fd := range fds {
+		target, err := os.Readlink("/proc/" + pid + "/fd/" + fd.Name())
+		if err != nil {
+			continue // closed meanwhile
+		}
+		require.NotEqual(t, held.Name(), target, "pgbouncer kept its caller's fd %s", fd.Name())
+	}
 }

@@ -239,29 +239,88 @@ func shellWords(t *testing.T, line string) []string {
 	return words
 }
 
-// readmeRunnerCommands returns the `go run ./cmd/runner …` commands of a README sh
-// block as argument lists.
-func readmeRunnerCommands(t *testing.T, block string) [][]string {
+// readmeCommand is one line of a README sh block: the words after `go run
+// ./cmd/runner` (runner nil for any other command), and the shell variable its output
+// is kept in (`name=$(go run ./cmd/runner ...)`), if any.
+type readmeCommand struct {
+	line   string
+	runner []string
+	assign string
+}
+
+var (
+	shellAssign = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*)=\$\((.*)\)(\s+#.*)?$`)
+	shellVar    = regexp.MustCompile(`"?\$([A-Za-z_][A-Za-z0-9_]*)"?`)
+)
+
+// readmeCommands reads the non-empty lines of a README sh block. Lines that run the
+// runner are split into words; a `name=$(...)` line keeps its command's output in
+// variable name; "$name" is expanded from vars when the command is run (expand).
+func readmeCommands(t *testing.T, block string) []readmeCommand {
 	t.Helper()
-	var cmds [][]string
+	var cmds []readmeCommand
 	for _, line := range strings.Split(block, "\n") {
-		w := shellWords(t, line)
-		if len(w) == 0 {
+		if strings.TrimSpace(line) == "" {
 			continue
 		}
-		require.True(t, len(w) > 3 && slices.Equal(w[:3], []string{"go", "run", "./cmd/runner"}),
-			"README command %q is not a `go run ./cmd/runner` command", line)
-		cmds = append(cmds, w[3:])
+		c := readmeCommand{line: line}
+		cmdText := line
+		if m := shellAssign.FindStringSubmatch(line); m != nil {
+			c.assign, cmdText = m[1], m[2]
+		}
+		if w := strings.Fields(cmdText); len(w) > 3 && slices.Equal(w[:3], []string{"go", "run", "./cmd/runner"}) {
+			// Variables stand as placeholders until the command runs.
+			c.runner = shellWords(t, shellVar.ReplaceAllString(cmdText, "@$1@"))[3:]
+		}
+		cmds = append(cmds, c)
 	}
 	require.NotEmpty(t, cmds)
 	return cmds
 }
 
+// expand replaces the @name@ placeholders of args with vars' values.
+func expand(t *testing.T, args []string, vars map[string]string) []string {
+	t.Helper()
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = regexp.MustCompile(`@([A-Za-z_][A-Za-z0-9_]*)@`).ReplaceAllStringFunc(a, func(m string) string {
+			v, ok := vars[strings.Trim(m, "@")]
+			require.True(t, ok, "README uses $%s before a command sets it", strings.Trim(m, "@"))
+			return v
+		})
+	}
+	return out
+}
+
+// readmeRunnerCommands returns the runner commands of a README sh block whose every
+// line runs the runner.
+func readmeRunnerCommands(t *testing.T, block string) []readmeCommand {
+	t.Helper()
+	cmds := readmeCommands(t, block)
+	for _, c := range cmds {
+		require.NotNil(t, c.runner, "README command %q is not a `go run ./cmd/runner` command", c.line)
+	}
+	return cmds
+}
+
+// runReadmeCommand runs c (a runner command) with vars, keeps its output in vars if
+// c assigns it, and returns the output.
+func runReadmeCommand(t *testing.T, b *testkit.DB, c readmeCommand, vars map[string]string) string {
+	t.Helper()
+	out := runRunner(t, b, expand(t, c.runner, vars))
+	if c.assign != "" {
+		vars[c.assign] = strings.TrimSpace(out)
+		require.Regexp(t, `^\d+$`, vars[c.assign], "%s: the README keeps an id", c.line)
+	}
+	return out
+}
+
 // runRunner runs the runner binary with args from the repository root, as the
-// README's reader does, and returns its output.
+// README's reader does (with PGRUN_DATABASE_URL exported), and returns its output.
 func runRunner(t *testing.T, b *testkit.DB, args []string) string {
 	t.Helper()
-	cmd := exec.CommandContext(b.Ctx, runnerBin, append(args, "--database-url", b.URL)...)
+	cmd := exec.CommandContext(b.Ctx, runnerBin, args...)
+	cmd.Env = append(os.Environ(), "PGRUN_DATABASE_URL="+b.URL)
 	cmd.Dir = repoRoot
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "runner %s:\n%s", strings.Join(args, " "), out)
@@ -295,15 +354,13 @@ func waitForRun(t *testing.T, b *testkit.DB, runID int64, queues []string) {
 // runner serving the built-ins the run succeeds.
 func TestReadmeWorkflowCommandsRunAsWritten(t *testing.T) {
 	b := testkit.Setup(t)
+	vars := map[string]string{}
 	runID := int64(0)
-	for _, args := range readmeRunnerCommands(t, readmeBlock(t, "Workflows", "sh")) {
-		if runID > 0 && len(args) >= 3 && args[0] == "workflow" && slices.Contains([]string{"status", "cancel", "input"}, args[1]) {
-			args[2] = fmt.Sprint(runID) // the README says 1: the id a fresh database gives
-		}
-		out := runRunner(t, b, args)
-		if m := startedRun.FindStringSubmatch(out); len(args) >= 2 && args[1] == "start" {
-			require.NotNil(t, m, "workflow start printed %q", out)
-			_, err := fmt.Sscan(m[1], &runID)
+	for _, c := range readmeRunnerCommands(t, readmeBlock(t, "Workflows", "sh")) {
+		runReadmeCommand(t, b, c, vars)
+		if len(c.runner) >= 2 && c.runner[0] == "workflow" && c.runner[1] == "start" {
+			require.NotEmpty(t, c.assign, "the README keeps the run's id: %s", c.line)
+			_, err := fmt.Sscan(vars[c.assign], &runID)
 			require.NoError(t, err)
 		}
 	}
@@ -319,6 +376,53 @@ func TestReadmeWorkflowCommandsRunAsWritten(t *testing.T) {
 	}
 }
 
+// notRunHere are the lines of the README's "From the command line" block that
+// TestReadmeCommandLineRunsAsWritten does not run, by their first words, and why:
+// each is run elsewhere. A new line of another kind fails the test until it is run or
+// listed here.
+var notRunHere = map[string]string{
+	"export PGRUN_DATABASE_URL=": "the suite's own database is made by scripts/ensure-postgres.sh",
+	"go run ./cmd/runner work":   "runs until stopped: the suite runs runners in process and as processes",
+	"go run ./cmd/runner top":    "a full-screen view: tests/top_tmux_test.go drives it in tmux",
+	"go run ./cmd/runner bench":  "a benchmark (docs/benchmarks.md)",
+	"(cd bench &&":               "the River side by side, a benchmark in its own module",
+	"scripts/bench-processes.sh": "a benchmark",
+	"ENGINE=river scripts/":      "a benchmark",
+}
+
+// The README's "From the command line" block runs as written, in order, on a fresh
+// database: every command but those notRunHere lists, with the ids it keeps in shell
+// variables. Then the job it cancelled is cancelled, the ten jobs are queued and the
+// queue has its limit.
+func TestReadmeCommandLineRunsAsWritten(t *testing.T) {
+	b := testkit.Setup(t)
+	vars := map[string]string{}
+	ran := 0
+	for _, c := range readmeCommands(t, readmeBlock(t, "From the command line", "sh")) {
+		skip := ""
+		for prefix, why := range notRunHere {
+			if strings.HasPrefix(strings.TrimSpace(c.line), prefix) {
+				skip = why
+			}
+		}
+		if skip != "" {
+			t.Logf("not run here (%s): %s", skip, c.line)
+			continue
+		}
+		require.NotNil(t, c.runner, "README line %q is neither run here nor listed in notRunHere", c.line)
+		runReadmeCommand(t, b, c, vars)
+		ran++
+	}
+	require.GreaterOrEqual(t, ran, 6)
+	id, ok := vars["id"]
+	require.True(t, ok, "the README keeps a job's id in $id")
+	var status string
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select status::text from pgrun.jobs where id = $1`, id).Scan(&status))
+	require.Equal(t, "cancelled", status, "job cancel \"$id\" reached the job the README enqueued")
+	require.Equal(t, 10, countRows(t, b, `select count(*) from pgrun.jobs where kind = 'sleep' and status = 'queued'`))
+	require.Equal(t, 1, countRows(t, b, `select count(*) from pgrun.queues where name = 'images' and max_running = 4`))
+}
+
 // Every workflow in examples/workflows/ defines, starts with its nodes and runs to
 // success on the built-in kinds (with the input the README starts it with, if any).
 func TestReadmeExampleWorkflowsDefineStartAndRun(t *testing.T) {
@@ -326,8 +430,8 @@ func TestReadmeExampleWorkflowsDefineStartAndRun(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, files, "examples/workflows/ holds no workflow")
 	inputs := map[string]string{} // workflow name -> the README's start input
-	for _, args := range readmeRunnerCommands(t, readmeBlock(t, "Workflows", "sh")) {
-		if len(args) >= 4 && args[0] == "workflow" && args[1] == "start" {
+	for _, c := range readmeRunnerCommands(t, readmeBlock(t, "Workflows", "sh")) {
+		if args := c.runner; len(args) >= 4 && args[0] == "workflow" && args[1] == "start" {
 			inputs[args[2]] = args[3]
 		}
 	}

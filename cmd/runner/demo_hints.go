@@ -12,7 +12,8 @@ import (
 // to look around with, each complete on its own line so that it works when pasted
 // into the user's own shell. (`make demo` sets PGRUN_DATABASE_URL for its own
 // command only, so a hint relying on it would fail in the user's shell.) runner is
-// how to invoke this program there (runnerCommand).
+// how to invoke this program there (runnerCommand). The runner commands come
+// first; the run's view in SQL follows, for a client in another language.
 func demoHints(dbURL string, runID int64, runner string) string {
 	u := shellQuote(dbURL)
 	var b strings.Builder
@@ -22,11 +23,12 @@ func demoHints(dbURL string, runID int64, runner string) string {
 		where = " (from the repository root)"
 	}
 	fmt.Fprintf(&b, "Look around, in your own shell%s:\n", where)
-	fmt.Fprintf(&b, "  psql %s -c 'select * from pgrun.run_status where run_id = %d'\n", u, runID)
 	fmt.Fprintf(&b, "  %s --database-url %s workflow status %d\n", runner, u, runID)
 	fmt.Fprintf(&b, "  %s --database-url %s status\n", runner, u)
 	fmt.Fprintf(&b, "  %s --database-url %s top\n", runner, u)
 	fmt.Fprintf(&b, "Or once for the shell: export PGRUN_DATABASE_URL=%s\n", u)
+	b.WriteString("The run from SQL, in psql or any client:\n")
+	fmt.Fprintf(&b, "  psql %s -c 'select * from pgrun.run_status where run_id = %d'\n", u, runID)
 	return b.String()
 }
 

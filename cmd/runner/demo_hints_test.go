@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -17,11 +18,12 @@ func TestDemoHintsNameTheDatabaseAndWholeCommands(t *testing.T) {
 	require.Equal(t, `
 Database: postgres://me@db:5432/pgrun?sslmode=disable
 Look around, in your own shell (from the repository root):
-  psql 'postgres://me@db:5432/pgrun?sslmode=disable' -c 'select * from pgrun.run_status where run_id = 7'
   go run ./cmd/runner --database-url 'postgres://me@db:5432/pgrun?sslmode=disable' workflow status 7
   go run ./cmd/runner --database-url 'postgres://me@db:5432/pgrun?sslmode=disable' status
   go run ./cmd/runner --database-url 'postgres://me@db:5432/pgrun?sslmode=disable' top
 Or once for the shell: export PGRUN_DATABASE_URL='postgres://me@db:5432/pgrun?sslmode=disable'
+The run from SQL, in psql or any client:
+  psql 'postgres://me@db:5432/pgrun?sslmode=disable' -c 'select * from pgrun.run_status where run_id = 7'
 `, got)
 	require.NotContains(t, demoHints("postgres://x/db", 1, "/opt/bin/runner"), "repository root")
 
@@ -87,4 +89,21 @@ func TestDemoHintsWorkInAShell(t *testing.T) {
 		}
 	}
 	require.GreaterOrEqual(t, ran, 4)
+}
+
+// The demo names the runner command for the run first; the SQL that reads the same
+// view follows it, for clients in other languages, and is not the only way shown.
+func TestDemoHintsNameTheRunnerCommandBeforeSQL(t *testing.T) {
+	hints := demoHints("postgres://x/db", 3, "runner")
+	var commands []string
+	for _, line := range strings.Split(hints, "\n") {
+		if strings.HasPrefix(line, "  ") {
+			commands = append(commands, strings.TrimSpace(line))
+		}
+	}
+	require.NotEmpty(t, commands)
+	require.Equal(t, "runner --database-url postgres://x/db workflow status 3", commands[0])
+	sql := slices.IndexFunc(commands, func(c string) bool { return strings.Contains(c, "pgrun.run_status") })
+	require.Equal(t, len(commands)-1, sql, "the SQL comes last: %q", commands)
+	require.Contains(t, hints, "The run from SQL, in psql or any client:\n  psql ")
 }

@@ -36,6 +36,7 @@ func newJobEnqueueCmd(g *globals) *cobra.Command {
 		count   int
 		timeout time.Duration
 		noBar   bool
+		quiet   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "enqueue KIND [JSON]",
@@ -43,7 +44,8 @@ func newJobEnqueueCmd(g *globals) *cobra.Command {
 		Example: `  runner job enqueue echo '{"hello": "world"}'
   runner job enqueue sleep '{"ms": 2000}' --queue default --count 10
   runner job enqueue resize '{"w": 64}' --queue images --delay 30s --unique-key img-42
-  runner job enqueue embed '{"doc": 7}' --queue gpu --model bge-small --model-required`,
+  runner job enqueue embed '{"doc": 7}' --queue gpu --model bge-small --model-required
+  id=$(runner job enqueue sleep '{"ms": 60000}' -q) && runner job get "$id"`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec.Kind = args[0]
@@ -92,6 +94,12 @@ func newJobEnqueueCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
+				if quiet {
+					for _, j := range jobs {
+						fmt.Fprintln(cmd.OutOrStdout(), j.ID)
+					}
+					return nil
+				}
 				printEnqueued(cmd, jobs, spec)
 				return nil
 			})(cmd, args)
@@ -111,6 +119,7 @@ func newJobEnqueueCmd(g *globals) *cobra.Command {
 	f.BoolVar(&spec.ReplaceDuplicate, "replace", false, "with --unique-key: a queued holder of the key takes these args, priority and run time")
 	f.StringVar(&spec.ConcurrencyKey, "concurrency-key", "", "key the queue's concurrency_limit counts by (a tenant, say)")
 	f.IntVar(&count, "count", 1, fmt.Sprintf("enqueue this many identical jobs in one transaction (1 to %d)", maxEnqueueCount))
+	f.BoolVarP(&quiet, "quiet", "q", false, "print only the id of each job, one a line (for a script: id=$(runner job enqueue ... -q))")
 	addNoProgressFlag(cmd, &noBar)
 	return cmd
 }

@@ -7,16 +7,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"runtime/debug"
-	"strings"
 	"syscall"
-
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 func main() {
@@ -48,14 +44,15 @@ func run(args []string) int {
 }
 
 // runWithStderr is run with errors written to stderr: one line, "runner: " and
-// the message (a PostgreSQL error's hint included), and exit code 1.
+// the message (errorLine: a PostgreSQL error's hint included, a failed connection's
+// cause), and exit code 1.
 func runWithStderr(args []string, stderr io.Writer) int {
 	ctx, stop := signalContext()
 	defer stop()
 	root := newRootCmd()
 	root.SetArgs(args)
-	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(stderr, "runner: "+oneLine(err))
+	if cmd, err := root.ExecuteContextC(ctx); err != nil {
+		fmt.Fprintln(stderr, "runner: "+errorLine(cmd, err))
 		return 1
 	}
 	return 0
@@ -80,24 +77,4 @@ func signalContext() (context.Context, func()) {
 		os.Exit(130)
 	}()
 	return ctx, func() { signal.Stop(ch); cancel() }
-}
-
-// oneLine renders err for a person: a PostgreSQL error as its message and hint, all
-// on one line.
-func oneLine(err error) string {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		s := pe.Message
-		if pe.Hint != "" {
-			s += " (hint: " + pe.Hint + ")"
-		}
-		return strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(s) // one line even if the hint has several
-	}
-	msg := err.Error()
-	for i, c := range msg {
-		if c == '\n' {
-			return msg[:i]
-		}
-	}
-	return msg
 }

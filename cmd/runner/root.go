@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
+	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
@@ -48,7 +52,7 @@ func (g *globals) connect(ctx context.Context) (*pgxpool.Pool, error) {
 	defer cancel()
 	if err := pool.Ping(pctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("connect to %s: %w", cfg.ConnConfig.Host, err)
+		return nil, fmt.Errorf("connect to %s: %w", addresses(&cfg.ConnConfig.Config), err)
 	}
 	if strings.Contains(u, "default_query_exec_mode") {
 		return pool, nil // the URL chose; a runner warns if it cannot work
@@ -65,6 +69,24 @@ func (g *globals) connect(ctx context.Context) (*pgxpool.Pool, error) {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
 	return pool, nil
+}
+
+// addresses names where c connects, for messages: host:port, or the socket's path
+// for a Unix socket; a URL with several hosts gives each once, comma-separated.
+func addresses(c *pgconn.Config) string {
+	var out []string
+	add := func(host string, port uint16) {
+		a := net.JoinHostPort(host, strconv.Itoa(int(port)))
+		if strings.HasPrefix(host, "/") {
+			a = filepath.Join(host, ".s.PGSQL."+strconv.Itoa(int(port)))
+		}
+		out = appendNew(out, a)
+	}
+	add(c.Host, c.Port)
+	for _, f := range c.Fallbacks {
+		add(f.Host, f.Port)
+	}
+	return strings.Join(out, ", ")
 }
 
 // withClient adapts fn into a cobra RunE that connects, binds a pgrun.Client to the

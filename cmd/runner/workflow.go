@@ -50,7 +50,10 @@ func newWorkflowCmd(g *globals) *cobra.Command {
 	}
 	define.Flags().StringVar(&name, "name", "", "workflow name (default: the file's \"name\", else its base name)")
 
-	var uniqueKey string
+	var (
+		uniqueKey  string
+		quietStart bool
+	)
 	start := &cobra.Command{
 		Use:   "start NAME [INPUT_JSON]",
 		Short: "Start a run of a workflow's newest version",
@@ -67,11 +70,16 @@ func newWorkflowCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if quietStart {
+				fmt.Fprintln(cmd.OutOrStdout(), r.ID)
+				return nil
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "run %d of %s v%d %s\n", r.ID, r.Workflow, r.Version, r.Status)
 			return nil
 		}),
 	}
 	start.Flags().StringVar(&uniqueKey, "unique-key", "", "return the running run holding this key instead of starting another")
+	start.Flags().BoolVarP(&quietStart, "quiet", "q", false, "print only the run's id (for a script: run=$(runner workflow start ... -q))")
 
 	status := &cobra.Command{
 		Use:   "status RUN",
