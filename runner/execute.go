@@ -79,6 +79,9 @@ type execution struct {
 	// completedInTx is set when the handler finished the job in its own transaction
 	// (CompleteTx): if that committed, the job no longer runs here, which is no news.
 	completedInTx atomic.Bool
+	// steps counts the handler's durable calls (durable.go): each has the position
+	// of its order.
+	steps atomic.Int32
 }
 
 // reportTimeout bounds how long reporting an outcome may keep retrying through
@@ -224,6 +227,15 @@ func (e *execution) report(result any, err error) {
 		return
 	case err == nil:
 		e.succeed(result)
+		return
+	}
+	var dd *decidedError
+	if errors.As(err, &dd) {
+		// A durable call ended the attempt in the database itself (durable.go).
+		if dd.outcome != OutcomeParked {
+			log.Warn("job stopped by the database", "err", err)
+		}
+		e.r.ended(e.job, dd.outcome, time.Since(e.began), 0, nil)
 		return
 	}
 	var de *deferError

@@ -91,6 +91,9 @@ const (
 	// OutcomeStale: the report matched nothing: the job had moved on (cancelled,
 	// reclaimed) before the report arrived, and the database kept its own verdict.
 	OutcomeStale Outcome = "stale"
+	// OutcomeParked: the handler parked the job (a durable Sleep, AwaitEvent or
+	// AwaitJob): it left its claim without spending an attempt and runs again later.
+	OutcomeParked Outcome = "parked"
 )
 
 // MaintainEvent is one step of one pgrun.maintain() round. When maintain() reports

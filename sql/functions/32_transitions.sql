@@ -154,6 +154,11 @@ begin
     select array_agg(d.id), array_agg(distinct d.queue) into v_gone, v_gone_queues
     from pgrun.delete_succeeded(ids, attempts, results, claim_ids, worker, v_limit) d;
     return query select unnest(v_gone);
+    -- A durable job's steps go with it (35_durable.sql; no foreign key, so that this
+    -- delete pays nothing per row when no job has any).
+    if v_gone is not null and exists (select 1 from pgrun.job_steps) then
+      delete from pgrun.job_steps s where s.job_id = any (v_gone);
+    end if;
     -- Deleted, not updated: jobs_room_made (30_claim.sql) does not see these jobs
     -- leave running, so the claimers of their queues are woken here if they have a
     -- limit.

@@ -3,7 +3,8 @@
 -- maintain() step (62_maintain.sql), callable alone.
 
 -- prune_history deletes finished jobs past their queue's retention (default_retention
--- when the queue sets none) with their events, or moves them to jobs_archive for
+-- when the queue sets none) with their events and durable steps (a finished job needs
+-- them no more; a parked one is not finished), or moves them to jobs_archive for
 -- queues with archive; jobs of running runs and children of active parents are kept.
 -- At most batch jobs per queue per call; it returns at once unless the oldest
 -- finished job is past the shortest retention in force. Returns how many were pruned.
@@ -40,6 +41,8 @@ begin
       for update skip locked
     ),
     events as (delete from pgrun.job_events e using victims v where e.job_id = v.id),
+    steps as (delete from pgrun.job_steps s using victims v where s.job_id = v.id),
+    waits as (delete from pgrun.job_waits w using victims v where w.job_id = v.id),
     gone as (delete from pgrun.jobs j using victims v where j.id = v.id returning j.*),
     archived as (insert into pgrun.jobs_archive (id, queue, kind, status, finished_at, archived_at, job)
                  select g.id, g.queue, g.kind, g.status, g.finished_at, v_now, to_jsonb(g)

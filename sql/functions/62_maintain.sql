@@ -227,6 +227,7 @@ $$;
 --   drain_outbox         retry failed dispatches (fan-in, DAG expansion)
 --   fire_schedules       enqueue due cron schedules, once per slot
 --   prune_history        delete or archive finished jobs past their retention
+--   wake_waits           queue again the durable awaits whose time ran out (35_durable.sql)
 -- Each step handles at most batch rows and runs in a subtransaction: a step that
 -- fails is rolled back alone and named under "errors" with its message, and the
 -- other steps still run. If reap_expired_leases or fail_overdue fails on a batch,
@@ -271,6 +272,7 @@ declare
   v_fired    integer := 0;
   v_pruned   integer := 0;
   v_analyzed integer := 0;
+  v_woken    integer := 0;
   v_errors   jsonb := '{}';
   v_broken   jsonb := '[]';
   v_holder   text;
@@ -394,6 +396,15 @@ begin
     end;
     v_steps := v_steps || pgrun.step_ms('refresh_job_stats', v_began);
   end if;
+  if not 'wake_waits' = any (v_not_due) then
+    v_began := clock_timestamp();
+    begin
+      v_woken := pgrun.wake_waits(batch);
+    exception when others then
+      v_errors := v_errors || jsonb_build_object('wake_waits', sqlerrm);
+    end;
+    v_steps := v_steps || pgrun.step_ms('wake_waits', v_began);
+  end if;
   if not 'prune_history' = any (v_not_due) then
     v_began := clock_timestamp();
     begin
@@ -413,6 +424,7 @@ begin
     'schedules_fired', v_fired,
     'pruned', v_pruned,
     'stats_refreshed', v_analyzed,
+    'waits_timed_out', v_woken,
     'outbox_dispatched', coalesce(v_outbox -> 'dispatched', '0'),
     'outbox_retried', coalesce(v_outbox -> 'retried', '0'),
     'outbox_poisoned', coalesce(v_outbox -> 'poisoned', '0'),

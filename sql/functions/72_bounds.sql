@@ -46,7 +46,7 @@ as $$
     ('report batch', '10000 jobs', 'complete_jobs, beat'),
     ('children', format('%s per defer_job or map node', pgrun.max_children()), 'defer_job, workflow map nodes'),
     ('held claims', '1000000', 'release_unheld'),
-    ('event name', '1 to 128 characters: letters, digits, _ . : -, starting with a letter', 'emit'),
+    ('audit event name', '1 to 128 characters: letters, digits, _ . : -, starting with a letter', 'emit'),
     ('progress', '0 or more', 'set_progress, emit'),
     ('workflow nodes', '1000 per workflow', 'define_workflow'),
     ('workflow node fields', format('kind, queue as for jobs; timeout 0 to %s; max_attempts at least 1; priority %s to %s; '
@@ -60,6 +60,12 @@ as $$
     ('a run''s output', format('at most %s bytes; over it the output is {"truncated": true}', pgrun.max_json_bytes()),
      'the end of a run'),
     ('cancel reason', '2000 bytes', 'cancel_run'),
+    ('step name', format('1 to 200 characters; at most %s steps a job', pgrun.max_steps()),
+     'step_get, step_put, sleep_job, await_event, spawn_job, await_job'),
+    ('step result, event payload', format('at most %s bytes', pgrun.max_json_bytes()), 'step_put, emit_event'),
+    ('durable event name', '1 to 200 characters', 'emit_event, await_event'),
+    ('sleep, await timeout', format('a sleep ends at most %s ahead; an await waits above 0, at most %s', pgrun.max_wait(), pgrun.max_wait()),
+     'sleep_job, await_event, await_job'),
     ('cron expression', format('%s characters, %s parts per field', pgrun.max_cron_chars(), pgrun.max_cron_parts()),
      'set_schedule')
 $$;

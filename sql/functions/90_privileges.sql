@@ -38,6 +38,9 @@ as $$
     'claim_jobs', 'renew_leases', 'complete_jobs', 'complete_job', 'fail_job', 'retry_later',
     'requeue_job', 'defer_job', 'set_progress', 'beat', 'emit', 'worker_heartbeat', 'record_hw',
     'release_unheld', 'queue_peers', 'claim_token',
+    -- durable execution (35_durable.sql)
+    'step_get', 'step_put', 'sleep_job', 'await_event', 'spawn_job', 'await_job', 'emit_event', 'watch_job',
+    'wake_waits',
     -- enqueuer
     'start_run', 'submit_input', 'replace_queued', 'jobs_after_insert', 'job_timeline', 'caller_tenant',
     -- admin
@@ -116,7 +119,9 @@ begin
                            'cancel_job', 'cancel_run',
                            -- the tenant mode: the insert trigger and the row-level security policies
                            'caller_role', 'tenant_mode', 'sees_all', 'caller_tenant', 'session_tenant',
-                           'new_job_tenant', 'may_touch'] loop
+                           'new_job_tenant', 'may_touch',
+                           -- durable execution: an application emits events and waits for jobs
+                           'emit_event', 'watch_job'] loop
     return query select format('grant execute on function %s to %I', pgrun.qualified(p.oid), enqueuer)
                  from pg_proc p where p.pronamespace = 'pgrun'::regnamespace and p.proname = f;
   end loop;
@@ -136,7 +141,10 @@ begin
                            'worker_heartbeat', 'record_hw', 'worker_modes', 'error_class_permanent',
                            'clock', 'release_unheld', 'queue_peers',
                            -- the worker's own rows in the tenant mode (its row-level security policy)
-                           'caller_tenant'] loop
+                           'caller_tenant',
+                           -- durable execution (35_durable.sql)
+                           'step_get', 'step_put', 'sleep_job', 'await_event', 'spawn_job', 'await_job',
+                           'emit_event', 'watch_job'] loop
     return query select format('grant execute on function %s to %I', pgrun.qualified(p.oid), worker)
                  from pg_proc p where p.pronamespace = 'pgrun'::regnamespace and p.proname = f;
   end loop;
@@ -151,7 +159,8 @@ begin
                            'drain_outbox', 'fire_schedules', 'job_timeline', 'cron_next', 'clock',
                            'note_server_epoch',
                            'set_tenant_mode', 'grant_tenant', 'revoke_tenant', 'administers',
-                           'caller_role', 'tenant_mode', 'sees_all', 'caller_tenant', 'may_touch'] loop
+                           'caller_role', 'tenant_mode', 'sees_all', 'caller_tenant', 'may_touch',
+                           'emit_event', 'watch_job', 'wake_waits'] loop
     return query select format('grant execute on function %s to %I', pgrun.qualified(p.oid), admin)
                  from pg_proc p where p.pronamespace = 'pgrun'::regnamespace and p.proname = f;
   end loop;
