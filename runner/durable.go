@@ -86,6 +86,62 @@ func durableCall[A any](j *Job[A], what, name string) (*execution, int32, error)
 	return j.exec, j.exec.steps.Add(1) - 1, nil
 }
 
+// recordedStep is a step the job recorded before this attempt.
+type recordedStep struct {
+	pos    int32
+	kind   string
+	result []byte
+}
+
+// loadRecorded reads, once per attempt, what the job recorded before it: one round
+// trip, after which a resumed handler skips its recorded steps without asking again.
+// A job on its first claim has recorded nothing (steps are recorded under a claim),
+// so it asks nothing.
+func (e *execution) loadRecorded(ctx context.Context) (map[string]recordedStep, error) {
+	e.recordedOnce.Do(func() {
+		e.recorded = map[string]recordedStep{}
+		if e.job.Attempt <= 1 {
+			return
+		}
+		e.recordedErr = withRetry(ctx, func(ctx context.Context) error {
+			rows, err := e.r.pool.Query(ctx, sqlapi.RecordedSteps, e.job.ID, e.r.cfg.WorkerID, e.job.ClaimID)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var name string
+				var s recordedStep
+				if err := rows.Scan(&name, &s.pos, &s.kind, &s.result); err != nil {
+					return err
+				}
+				e.recorded[name] = s
+			}
+			return rows.Err()
+		})
+	})
+	return e.recorded, e.recordedErr
+}
+
+// cachedStep answers a Step from what the attempt loaded: the recorded result and
+// true when name was recorded as a step at pos; false when the database must decide
+// (the step is new, or the order does not match: step_get then fails the attempt).
+func (e *execution) cachedStep(ctx context.Context, name string, pos int32) ([]byte, bool, bool, error) {
+	rec, err := e.loadRecorded(ctx)
+	if err != nil {
+		return nil, false, false, fmt.Errorf("steps of job %d: %w", e.job.ID, err)
+	}
+	if s, ok := rec[name]; ok {
+		return s.result, s.pos == pos && s.kind == "step", false, nil
+	}
+	for _, s := range rec {
+		if s.pos == pos {
+			return nil, false, false, nil // another step at this position: a mismatch
+		}
+	}
+	return nil, false, true, nil // new: nothing to ask
+}
+
 // query runs one durable statement with the runner's retries of transient errors.
 func (e *execution) query(ctx context.Context, sql string, args []any, dest ...any) error {
 	return withRetry(ctx, func(ctx context.Context) error {
@@ -159,13 +215,25 @@ func StepTx[A, T any](ctx context.Context, j *Job[A], tx pgx.Tx, name string, fn
 }
 
 // stepRecorded looks step name (at pos) up: its recorded value and true, or false
-// when it is not recorded yet, or the error that ends the attempt.
+// when it is not recorded yet, or the error that ends the attempt. What the attempt
+// loaded answers most calls (loadRecorded); where the order does not match, the
+// database decides (step_get fails the attempt with step_mismatch).
 func stepRecorded[T any](ctx context.Context, e *execution, name string, pos int32) (T, bool, error) {
 	var zero T
 	var status string
 	var result []byte
-	if err := e.query(ctx, sqlapi.StepGet, []any{e.job.ID, name, pos, e.r.cfg.WorkerID, e.job.ClaimID}, &status, &result); err != nil {
-		return zero, false, fmt.Errorf("step %q of job %d: %w", name, e.job.ID, err)
+	cached, hit, fresh, err := e.cachedStep(ctx, name, pos)
+	switch {
+	case err != nil:
+		return zero, false, err
+	case hit:
+		status, result = "done", cached
+	case fresh:
+		return zero, false, nil
+	default:
+		if err := e.query(ctx, sqlapi.StepGet, []any{e.job.ID, name, pos, e.r.cfg.WorkerID, e.job.ClaimID}, &status, &result); err != nil {
+			return zero, false, fmt.Errorf("step %q of job %d: %w", name, e.job.ID, err)
+		}
 	}
 	switch status {
 	case "none":

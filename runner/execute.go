@@ -82,6 +82,11 @@ type execution struct {
 	// steps counts the handler's durable calls (durable.go): each has the position
 	// of its order.
 	steps atomic.Int32
+	// recorded is what the job had recorded when its handler's first Step ran
+	// (durable.go, loadRecorded), by name; loaded once per attempt.
+	recordedOnce sync.Once
+	recorded     map[string]recordedStep
+	recordedErr  error
 }
 
 // reportTimeout bounds how long reporting an outcome may keep retrying through

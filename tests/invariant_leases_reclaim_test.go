@@ -31,7 +31,7 @@ func TestExpiredLeaseRequeuesThenFailsPastBudget(t *testing.T) {
 		c.QueryRow(`select (pgrun.maintain() - 'steps' - 'not_due')::text`, nil, &out) // the counts, not the timings
 		require.JSONEq(t, `{"lease_requeued": 0, "lease_failed": 0, "timed_out": 0, "workers_forgotten": 0,
 			"workers_flagged_dead": 0, "schedules_fired": 0, "pruned": 0, "stats_refreshed": 0,
-			"outbox_dispatched": 0, "outbox_retried": 0, "outbox_poisoned": 0}`, out, "lease still valid")
+			"outbox_dispatched": 0, "outbox_retried": 0, "outbox_poisoned": 0, "waits_timed_out": 0}`, out, "lease still valid")
 
 		c.Set(now.Add(31 * time.Second))
 		c.QueryRow(`select (pgrun.maintain() - 'steps' - 'not_due')::text`, nil, &out)

@@ -32,6 +32,77 @@ type timelineEntry struct {
 	Fields  json.RawMessage `db:"fields" json:"fields"`
 }
 
+// stepsShown bounds the steps a page lists; a job records at most 10,000
+// (pgrun.max_steps).
+const stepsShown = 2000
+
+// stepEntry is one call a durable handler recorded (job_steps), read from its
+// pgrun.job_timeline entry: the step's name, kind (step, sleep, event, spawn or
+// job), position, when and under which attempt it was recorded, and its result's
+// size in bytes (nil for none), never the result itself. By kind: a sleep's end,
+// the awaited event's name (known when the job parked for it), the spawned or
+// awaited job and its status, and whether an await timed out.
+type stepEntry struct {
+	At          time.Time  `json:"at"`
+	Name        string     `json:"name"`
+	Kind        string     `json:"kind"`
+	Position    int        `json:"position"`
+	Attempt     *int       `json:"attempt"`
+	ResultBytes *int64     `json:"result_bytes"`
+	Until       *time.Time `json:"until,omitempty"`
+	Event       string     `json:"event,omitempty"`
+	Job         *int64     `json:"job,omitempty"`
+	Status      string     `json:"status,omitempty"`
+	TimedOut    bool       `json:"timed_out,omitempty"`
+}
+
+// parkedLine is what a parked job waits for (pgrun.job_parked, read from the
+// job.parked entry of its timeline): an event, a job or the end of a sleep, until
+// when, since when and in which step; TimedOut once the wait ran out (the job is
+// queued to resume).
+type parkedLine struct {
+	WaitingFor string    `json:"waiting_for"` // event, job or sleep
+	Event      string    `json:"event,omitempty"`
+	Job        *int64    `json:"job,omitempty"`
+	Until      time.Time `json:"until"`
+	Since      time.Time `json:"since"`
+	Step       string    `json:"step"`
+	TimedOut   bool      `json:"timed_out"`
+}
+
+// stepsOf splits the entries of DashboardSteps into the recorded steps and the
+// parked line (nil when the job is not parked). An entry whose fields do not read
+// as a step (a handler may emit an event of any name) is left out.
+func stepsOf(entries []timelineEntry) (steps []stepEntry, parked *parkedLine) {
+	for _, e := range entries {
+		if e.Event == sqlapi.TimelineParkedEvent {
+			var p parkedLine
+			if json.Unmarshal(e.Fields, &p) == nil && p.WaitingFor != "" {
+				p.Since = e.At
+				parked = &p
+			}
+			continue
+		}
+		var f struct {
+			Step        string     `json:"step"`
+			Kind        string     `json:"kind"`
+			Position    *int       `json:"position"`
+			ResultBytes *int64     `json:"result_bytes"`
+			Until       *time.Time `json:"until"`
+			Event       string     `json:"event"`
+			Job         *int64     `json:"job"`
+			Status      string     `json:"status"`
+			TimedOut    bool       `json:"timed_out"`
+		}
+		if json.Unmarshal(e.Fields, &f) != nil || f.Step == "" || f.Position == nil {
+			continue
+		}
+		steps = append(steps, stepEntry{At: e.At, Name: f.Step, Kind: f.Kind, Position: *f.Position, Attempt: e.Attempt,
+			ResultBytes: f.ResultBytes, Until: f.Until, Event: f.Event, Job: f.Job, Status: f.Status, TimedOut: f.TimedOut})
+	}
+	return steps, parked
+}
+
 // stateCount is a number of jobs in one state.
 type stateCount struct {
 	Status string `db:"status" json:"status"`
@@ -50,7 +121,13 @@ type jobData struct {
 	Error    *jobError       `json:"error,omitempty"`
 	Timeline []timelineEntry `json:"timeline"`
 	// TimelineCut says the timeline has more than timelineShown entries.
-	TimelineCut bool         `json:"timeline_cut,omitempty"`
+	TimelineCut bool `json:"timeline_cut,omitempty"`
+	// Steps are the calls a durable handler recorded, oldest first; StepsCut says
+	// there are more than stepsShown.
+	Steps    []stepEntry `json:"steps"`
+	StepsCut bool        `json:"steps_cut,omitempty"`
+	// Parked says what the job waits for while a durable call parked it.
+	Parked      *parkedLine  `json:"parked,omitempty"`
 	ChildStates []stateCount `json:"child_states"`
 	Children    []jobRow     `json:"children"`
 	ChildTotal  int64        `json:"child_total"`
@@ -96,6 +173,19 @@ func (s *Server) job(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(d.Timeline) > timelineShown {
 		d.Timeline, d.TimelineCut = d.Timeline[:timelineShown], true
+	}
+	// The parked entry comes first; one step more than shown tells of the rest.
+	steps, err := collect[timelineEntry](ctx, s.pool, sqlapi.DashboardSteps, id, sqlapi.TimelineStepEvents,
+		sqlapi.TimelineParkedEvent, stepsShown+2)
+	if err != nil {
+		problems = append(problems, problem("steps", err))
+	}
+	d.Steps, d.Parked = stepsOf(steps)
+	if len(d.Steps) > stepsShown {
+		d.Steps, d.StepsCut = d.Steps[:stepsShown], true
+	}
+	if d.Steps == nil {
+		d.Steps = []stepEntry{}
 	}
 	if d.ChildStates, err = collect[stateCount](ctx, s.pool, sqlapi.DashboardChildStates, id); err != nil {
 		problems = append(problems, problem("children", err))

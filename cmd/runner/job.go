@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/pgrun/pgrun"
 	"github.com/pgrun/pgrun/internal/progress"
+	"github.com/pgrun/pgrun/internal/sqlapi"
 )
 
 func init() { commands = append(commands, newJobCmd) }
@@ -243,7 +245,7 @@ func printEnqueued(cmd *cobra.Command, jobs []*pgrun.Job, spec pgrun.JobSpec) {
 func newJobGetCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "get ID",
-		Short: "Show one job: its row, progress and timeline (transitions and audit log)",
+		Short: "Show one job: its row, progress, durable steps, what it waits for and its timeline",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := parseID(args[0])
@@ -257,7 +259,10 @@ func newJobGetCmd(g *globals) *cobra.Command {
 	}
 }
 
-// showJob prints job id's row and its whole timeline.
+// showJob prints job id's row, what it waits for while parked, the calls its
+// durable handler recorded and its whole timeline. Steps and the parked line come
+// from the timeline's own entries (pgrun.job_timeline), so that they need no
+// privilege beyond it.
 func showJob(cmd *cobra.Command, c *pgrun.Client, id int64) error {
 	ctx := cmd.Context()
 	j, err := c.GetJob(ctx, id)
@@ -271,12 +276,16 @@ func showJob(cmd *cobra.Command, c *pgrun.Client, id int64) error {
 	if err != nil {
 		return err
 	}
+	steps, parked := durableSteps(timeline)
 	out := cmd.OutOrStdout()
 	tw := table(out)
 	fmt.Fprintf(tw, "job\t%d\n", j.ID)
 	fmt.Fprintf(tw, "kind\t%s\n", j.Kind)
 	fmt.Fprintf(tw, "queue\t%s\n", j.Queue)
 	fmt.Fprintf(tw, "status\t%s\n", j.Status)
+	if parked != nil {
+		fmt.Fprintf(tw, "parked\t%s\n", parked)
+	}
 	fmt.Fprintf(tw, "attempt\t%d (failures %d of %d allowed, lease expiries %d)\n", j.Attempt, j.Failures, j.MaxAttempts, j.LeaseExpiries)
 	fmt.Fprintf(tw, "priority\t%d\n", j.Priority)
 	fmt.Fprintf(tw, "run at\t%s\n", orDash(&j.RunAt))
@@ -301,6 +310,22 @@ func showJob(cmd *cobra.Command, c *pgrun.Client, id int64) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if len(steps) > 0 {
+		fmt.Fprintf(out, "\nsteps (%d)\n", len(steps))
+		tw = table(out)
+		fmt.Fprintf(tw, "position\tname\tkind\tat\tattempt\tresult\tdetail\n")
+		for _, st := range steps {
+			size := "-"
+			if st.ResultBytes != nil {
+				size = fmt.Sprintf("%d B", *st.ResultBytes)
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", *st.Position, st.Step, st.Kind,
+				st.At.Local().Format("2006-01-02 15:04:05.000"), orDash(st.Attempt), size, st.detail())
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(out, "\ntimeline (%d)\n", len(timeline))
 	tw = table(out)
 	fmt.Fprintf(tw, "at\tattempt\tlevel\tevent\tmessage\tfields\n")
@@ -309,6 +334,96 @@ func showJob(cmd *cobra.Command, c *pgrun.Client, id int64) error {
 			e.Level, e.Event, orDash(e.Message), compactJSON(e.Fields))
 	}
 	return tw.Flush()
+}
+
+// jobStep is one call a durable handler recorded, read from its timeline entry
+// (sqlapi.TimelineStepEvents; its fields are 71_timeline.sql's).
+type jobStep struct {
+	At          time.Time  `json:"-"` // the entry's
+	Attempt     *int       `json:"-"` // the entry's
+	Step        string     `json:"step"`
+	Kind        string     `json:"kind"`
+	Position    *int       `json:"position"`
+	ResultBytes *int64     `json:"result_bytes"`
+	Until       *time.Time `json:"until"`
+	Event       string     `json:"event"`
+	Job         *int64     `json:"job"`
+	Status      string     `json:"status"`
+	TimedOut    bool       `json:"timed_out"`
+}
+
+// detail says what a sleep, an await or a spawn was about ("-" for a step).
+func (s jobStep) detail() string {
+	var parts []string
+	if s.Until != nil {
+		parts = append(parts, "until "+orDash(s.Until))
+	}
+	if s.Event != "" {
+		parts = append(parts, "event "+s.Event)
+	}
+	if s.Job != nil {
+		parts = append(parts, fmt.Sprintf("job %d", *s.Job))
+	}
+	if s.Status != "" {
+		parts = append(parts, s.Status)
+	}
+	if s.TimedOut {
+		parts = append(parts, "timed out")
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, " ")
+}
+
+// jobParked is what a parked job waits for, read from its timeline's
+// sqlapi.TimelineParkedEvent entry (pgrun.job_parked).
+type jobParked struct {
+	WaitingFor string    `json:"waiting_for"` // event, job or sleep
+	Event      string    `json:"event"`
+	Job        *int64    `json:"job"`
+	Until      time.Time `json:"until"`
+	Step       string    `json:"step"`
+	TimedOut   bool      `json:"timed_out"`
+}
+
+// String is the parked line: "waiting for event payment:42 until ... (step pay)".
+func (p jobParked) String() string {
+	var what string
+	switch p.WaitingFor {
+	case "sleep":
+		what = "sleeping"
+	case "event":
+		what = "waiting for event " + p.Event
+	default:
+		what = "waiting for job " + orDash(p.Job)
+	}
+	s := fmt.Sprintf("%s until %s (step %s)", what, orDash(&p.Until), p.Step)
+	if p.TimedOut {
+		s += ": timed out, queued to resume"
+	}
+	return s
+}
+
+// durableSteps picks a job's recorded calls, oldest first, and its parked line (nil
+// when it is not parked) out of its timeline. An entry whose fields do not read as
+// a step (a handler may emit an event of any name) is left out.
+func durableSteps(timeline []pgrun.TimelineEntry) (steps []jobStep, parked *jobParked) {
+	for _, e := range timeline {
+		switch {
+		case e.Event == sqlapi.TimelineParkedEvent:
+			var p jobParked
+			if json.Unmarshal(e.Fields, &p) == nil && p.WaitingFor != "" {
+				parked = &p
+			}
+		case slices.Contains(sqlapi.TimelineStepEvents, e.Event):
+			st := jobStep{At: e.At, Attempt: e.Attempt}
+			if json.Unmarshal(e.Fields, &st) == nil && st.Step != "" && st.Position != nil {
+				steps = append(steps, st)
+			}
+		}
+	}
+	return steps, parked
 }
 
 var statuses = []pgrun.JobStatus{pgrun.StatusPending, pgrun.StatusQueued, pgrun.StatusRunning,

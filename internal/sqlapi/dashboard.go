@@ -128,6 +128,18 @@ from pgrun.jobs where parent_id = $1 group by status order by status`
 // entries.
 const DashboardTimeline = `select at, event, level, attempt, message, fields from pgrun.job_timeline($1) limit $2`
 
+// DashboardSteps is job $1's timeline entries named $3 (TimelineParkedEvent: what
+// it waits for while parked) and then those named in $2 (TimelineStepEvents: the
+// calls its handler recorded) oldest first, at most $4 in all, so that the parked
+// entry is there however many steps come before it. It reads them from
+// pgrun.job_timeline, the one function of a job's story a read-only dashboard role
+// may call (docs/ui.md).
+const DashboardSteps = `select t.at, t.event, t.level, t.attempt, t.message, t.fields
+from pgrun.job_timeline($1) with ordinality t(at, event, level, attempt, message, fields, n)
+where t.event = any ($2::text[]) or t.event = $3
+order by t.event = $3 desc, t.n
+limit $4`
+
 // DashboardRuns is a page of workflow runs below id $1 and at or above $4 (a window
 // of ids, as for jobs), newest first, of workflow $2 and status $3 (NULL: any), at
 // most $5; with each its count of node jobs, and of those done (succeeded or

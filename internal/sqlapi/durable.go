@@ -8,6 +8,10 @@ package sqlapi
 // id. Returns status and result.
 const StepGet = `select status, result from pgrun.step_get($1, $2, $3, $4, $5)`
 
+// RecordedSteps lists what a job recorded, for the handler holding its claim: $1 job
+// id, $2 worker, $3 claim id. Returns name, pos, kind, result.
+const RecordedSteps = `select name, pos, kind, result from pgrun.recorded_steps($1, $2, $3)`
+
 // StepPut records a step's result under the claim, in the caller's transaction: $1
 // job id, $2 name, $3 position, $4 result, $5 worker, $6 claim id. Returns the status.
 const StepPut = `select pgrun.step_put($1, $2, $3, $4::jsonb, $5, $6)`

@@ -470,6 +470,8 @@ begin
   if j.run_id is not null and j.parent_id is null then
     perform pgrun.node_redriven(j); -- a DAG node: its run resumes (41_runs.sql)
   end if;
+  -- A durable await left behind by a cancel starts afresh: its recorded steps stay.
+  delete from pgrun.job_waits w where w.job_id = j.id;
   perform pgrun.add_event(j.id, 'job.retried', 'info', 'manual redrive',
     jsonb_build_object('attempt', j.attempt));
   perform pg_notify('pgrun_jobs', j.queue);

@@ -67,11 +67,15 @@ begin
 end;
 $$;
 
--- held_job returns job id locked (FOR UPDATE) if it is running under worker and
--- claim_id, after check_claim; NULL (a row of NULLs) if it is not: the claim is
--- stale. The lock keeps the claim the job's until the calling transaction ends, so
--- what it records belongs to that claim.
-create or replace function pgrun.held_job(id bigint, worker text, claim_id uuid)
+-- held_job returns job id if it is running under worker and claim_id, after
+-- check_claim; NULL (a row of NULLs) if it is not: the claim is stale. lock 'update'
+-- locks the row (FOR UPDATE) for a call that then changes the job (a park, a spawn),
+-- keeping the claim the job's until the transaction ends. 'key share' keeps the row
+-- from being deleted and blocks neither renewals nor reports: step_put's lock, which a
+-- handler's own transaction (StepTx) may hold for a while. 'none' (a call that only
+-- reads) takes no lock: a read-only transaction commits without a WAL flush, which is
+-- most of what a round trip costs.
+create or replace function pgrun.held_job(id bigint, worker text, claim_id uuid, lock text default 'update')
 returns pgrun.jobs
 language plpgsql
 set search_path = pgrun, pg_catalog
@@ -80,11 +84,24 @@ declare
   j pgrun.jobs;
 begin
   perform pgrun.check_claim(worker, claim_id is not null);
-  select * into j from pgrun.jobs x
-  where x.id = held_job.id and x.status = 'running'
-    and (held_job.worker is null or x.claimed_by = held_job.worker)
-    and (held_job.claim_id is null or x.claim_id = held_job.claim_id)
-  for update;
+  if lock = 'update' then
+    select * into j from pgrun.jobs x
+    where x.id = held_job.id and x.status = 'running'
+      and (held_job.worker is null or x.claimed_by = held_job.worker)
+      and (held_job.claim_id is null or x.claim_id = held_job.claim_id)
+    for update;
+  elsif lock = 'key share' then
+    select * into j from pgrun.jobs x
+    where x.id = held_job.id and x.status = 'running'
+      and (held_job.worker is null or x.claimed_by = held_job.worker)
+      and (held_job.claim_id is null or x.claim_id = held_job.claim_id)
+    for key share;
+  else
+    select * into j from pgrun.jobs x
+    where x.id = held_job.id and x.status = 'running'
+      and (held_job.worker is null or x.claimed_by = held_job.worker)
+      and (held_job.claim_id is null or x.claim_id = held_job.claim_id);
+  end if;
   return j;
 end;
 $$;
@@ -171,7 +188,7 @@ declare
   r record;
 begin
   perform pgrun.check_step(name, pos);
-  j := pgrun.held_job(id, worker, claim_id);
+  j := pgrun.held_job(id, worker, claim_id, lock => 'none');
   if j.id is null then
     status := 'stale';
     return;
@@ -182,9 +199,33 @@ begin
 end;
 $$;
 
+-- recorded_steps lists what job id has recorded (name, position, kind, result), for
+-- the handler holding its claim (worker, claim_id): a resumed handler reads them in
+-- one round trip and then skips what is recorded without asking again, calling
+-- step_get only where its order does not match (where the attempt is failed).
+-- Nothing for a stale claim.
+create or replace function pgrun.recorded_steps(id bigint, worker text default null, claim_id uuid default null)
+returns table (name text, pos integer, kind text, result jsonb)
+language plpgsql
+set search_path = pgrun, pg_catalog
+as $$
+declare
+  j pgrun.jobs;
+begin
+  j := pgrun.held_job(id, worker, claim_id, lock => 'none');
+  if j.id is null then
+    return;
+  end if;
+  return query select s.name, s.position, s.kind, s.result from pgrun.job_steps s
+               where s.job_id = j.id order by s.position;
+end;
+$$;
+
 -- step_put records step name's result (at position) for job id under its claim, in
 -- the caller's transaction (a handler's own transaction records the step with its
--- writes: exactly once with them). Returns 'done' (recorded, or recorded already
+-- writes: exactly once with them). Its lock on the job (key share) blocks neither the
+-- runner's lease renewals nor reports while that transaction is open; a claim lost
+-- meanwhile still records (the step did run), and the job's next claim reads it. Returns 'done' (recorded, or recorded already
 -- under that name: the first record stands), 'stale' (the claim is not the job's:
 -- nothing recorded) or 'mismatch'. result is at most max_json_bytes() (22023).
 create or replace function pgrun.step_put(
@@ -205,14 +246,21 @@ declare
 begin
   perform pgrun.check_step(name, pos);
   perform pgrun.check_json_size('step result', result);
-  j := pgrun.held_job(id, worker, claim_id);
+  j := pgrun.held_job(id, worker, claim_id, lock => 'key share');
   if j.id is null then
     return 'stale';
   end if;
   r := pgrun.recorded_step(j, name, pos, 'step');
   if r.status = 'none' then
-    perform pgrun.record_step(j, name, pos, 'step', result);
-    return 'done';
+    -- A claim that lost the job while its step ran (its lease ran out, another claim
+    -- runs the job now) may race the new claim here: the first record stands.
+    insert into pgrun.job_steps (job_id, name, position, kind, attempt, claim_id, result, recorded_at)
+    values (j.id, name, pos, 'step', j.attempt, j.claim_id, result, pgrun.clock())
+    on conflict do nothing;
+    if found then
+      return 'done';
+    end if;
+    r := pgrun.recorded_step(j, name, pos, 'step');
   end if;
   return case r.status when 'found' then 'done' else r.status end;
 end;
@@ -263,11 +311,18 @@ begin
     raise exception 'sleep until % is out of bounds', coalesce(until::text, 'NULL')
       using errcode = '22023', hint = format('Sleep until a time at most %s ahead.', pgrun.max_wait());
   end if;
-  j := pgrun.held_job(id, worker, claim_id);
+  j := pgrun.held_job(id, worker, claim_id, lock => 'none');
   if j.id is null then
     return 'stale';
   end if;
   r := pgrun.recorded_step(j, name, pos, 'sleep');
+  if r.status = 'found' and v_now >= (r.result ->> 'until')::timestamptz then
+    return 'done'; -- the resumed sleep: read only
+  end if;
+  j := pgrun.held_job(id, worker, claim_id);
+  if j.id is null then
+    return 'stale';
+  end if;
   if r.status = 'mismatch' then
     return 'mismatch';
   elsif r.status = 'found' then
@@ -323,9 +378,9 @@ begin
   perform pgrun.check_step(name, pos);
   perform pgrun.check_event_name(event);
   perform pgrun.check_interval('timeout', timeout, pgrun.max_wait());
-  perform pgrun.check_claim(worker, claim_id is not null);
-  perform pgrun.event_lock((select x.tenant from pgrun.jobs x where x.id = await_event.id), event);
-  j := pgrun.held_job(id, worker, claim_id);
+  -- The answer recorded, read without a lock; then, to decide, the event's lock
+  -- first and the job's after it (emit_event takes them in the same order).
+  j := pgrun.held_job(id, worker, claim_id, lock => 'none');
   if j.id is null then
     status := 'stale';
     return;
@@ -340,25 +395,32 @@ begin
     payload := r.result -> 'payload';
     return;
   end if;
+  perform pgrun.event_lock(j.tenant, event);
+  j := pgrun.held_job(id, worker, claim_id);
+  if j.id is null then
+    status := 'stale';
+    return;
+  end if;
   select w.timed_out into v_timed_out from pgrun.job_waits w where w.job_id = j.id and w.step = name;
   if coalesce(v_timed_out, false) then
-    perform pgrun.record_step(j, name, pos, 'event', jsonb_build_object('timeout', true));
+    perform pgrun.record_step(j, name, pos, 'event', jsonb_build_object('event', event, 'timeout', true));
     delete from pgrun.job_waits w where w.job_id = j.id and w.step = name;
     status := 'timeout';
     return;
   end if;
   select * into e from pgrun.events x where x.tenant = coalesce(j.tenant, '') and x.name = event;
   if found then
-    perform pgrun.record_step(j, name, pos, 'event', jsonb_build_object('payload', e.payload));
+    perform pgrun.record_step(j, name, pos, 'event', jsonb_build_object('event', event, 'payload', e.payload));
     delete from pgrun.job_waits w where w.job_id = j.id and w.step = name;
     status := 'done';
     payload := e.payload;
     return;
   end if;
-  insert into pgrun.job_waits (job_id, step, event, tenant, until)
-  values (j.id, name, event, coalesce(j.tenant, ''), v_now + coalesce(timeout, pgrun.max_wait()))
+  insert into pgrun.job_waits (job_id, step, event, tenant, until, created_at)
+  values (j.id, name, event, coalesce(j.tenant, ''), v_now + coalesce(timeout, pgrun.max_wait()), v_now)
   on conflict (job_id, step) where job_id is not null
-  do update set event = excluded.event, awaited_job = null, until = excluded.until, timed_out = false;
+  do update set event = excluded.event, awaited_job = null, until = excluded.until, timed_out = false,
+                created_at = excluded.created_at;
   status := pgrun.park_job(j, null, 'job.awaiting', format('waiting (step %s) for event %s', name, event),
                            jsonb_build_object('step', name, 'event', event,
                                               'until', v_now + coalesce(timeout, pgrun.max_wait())));
@@ -435,7 +497,7 @@ begin
     raise exception 'spawn spec must be a JSON object of enqueue_jobs without parent_id, got %', left(coalesce(spec::text, 'NULL'), 100)
       using errcode = '22023', hint = 'Pass {"kind": "...", "args": {...}}; await the child with await_job.';
   end if;
-  j := pgrun.held_job(id, worker, claim_id);
+  j := pgrun.held_job(id, worker, claim_id, lock => 'none');
   if j.id is null then
     status := 'stale';
     return;
@@ -447,6 +509,11 @@ begin
     return;
   elsif r.status = 'mismatch' then
     status := 'mismatch';
+    return;
+  end if;
+  j := pgrun.held_job(id, worker, claim_id); -- locked: the claim holds until the child and its record commit
+  if j.id is null then
+    status := 'stale';
     return;
   end if;
   select e.id into child from pgrun.enqueue_jobs(jsonb_build_array(spec)) e;
@@ -498,7 +565,7 @@ declare
 begin
   perform pgrun.check_step(name, pos);
   perform pgrun.check_interval('timeout', timeout, pgrun.max_wait());
-  j := pgrun.held_job(id, worker, claim_id);
+  j := pgrun.held_job(id, worker, claim_id, lock => 'none');
   if j.id is null then
     status := 'stale';
     return;
@@ -511,6 +578,11 @@ begin
   elsif r.status = 'found' then
     status := case when r.result ? 'timeout' then 'timeout' else 'done' end;
     outcome := r.result;
+    return;
+  end if;
+  j := pgrun.held_job(id, worker, claim_id);
+  if j.id is null then
+    status := 'stale';
     return;
   end if;
   select * into a from pgrun.jobs x where x.id = awaited for share;
@@ -532,10 +604,11 @@ begin
     status := 'done';
     return;
   end if;
-  insert into pgrun.job_waits (job_id, step, awaited_job, tenant, until)
-  values (j.id, name, awaited, coalesce(j.tenant, ''), v_now + coalesce(timeout, pgrun.max_wait()))
+  insert into pgrun.job_waits (job_id, step, awaited_job, tenant, until, created_at)
+  values (j.id, name, awaited, coalesce(j.tenant, ''), v_now + coalesce(timeout, pgrun.max_wait()), v_now)
   on conflict (job_id, step) where job_id is not null
-  do update set awaited_job = excluded.awaited_job, event = null, until = excluded.until, timed_out = false;
+  do update set awaited_job = excluded.awaited_job, event = null, until = excluded.until, timed_out = false,
+                created_at = excluded.created_at;
   status := pgrun.park_job(j, null, 'job.awaiting', format('waiting (step %s) for job %s', name, awaited),
                            jsonb_build_object('step', name, 'job', awaited,
                                               'until', v_now + coalesce(timeout, pgrun.max_wait())));
@@ -563,8 +636,8 @@ begin
   if a.status in ('succeeded', 'failed', 'cancelled', 'skipped') then
     return a.status::text;
   end if;
-  insert into pgrun.job_waits (awaited_job, tenant, until)
-  values (a.id, coalesce(a.tenant, ''), pgrun.clock() + interval '1 day');
+  insert into pgrun.job_waits (awaited_job, tenant, until, created_at)
+  values (a.id, coalesce(a.tenant, ''), pgrun.clock() + interval '1 day', pgrun.clock());
   return null;
 end;
 $$;

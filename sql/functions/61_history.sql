@@ -6,7 +6,9 @@
 -- when the queue sets none) with their events and durable steps (a finished job needs
 -- them no more; a parked one is not finished), or moves them to jobs_archive for
 -- queues with archive; jobs of running runs and children of active parents are kept.
--- At most batch jobs per queue per call; it returns at once unless the oldest
+-- Durable events emitted more than default_retention ago go too (a job that awaits one
+-- later waits for a new emit). At most batch jobs per queue per call; it returns at
+-- once unless the oldest
 -- finished job is past the shortest retention in force. Returns how many were pruned.
 create or replace function pgrun.prune_history(
   default_retention  interval default interval '7 days',
@@ -50,6 +52,11 @@ begin
     select count(*) into v_n from gone;
     v_pruned := v_pruned + v_n;
   end loop;
+  -- Durable events (35_durable.sql) are kept for default_retention too, in batches.
+  delete from pgrun.events e
+  where (e.tenant, e.name) in (select x.tenant, x.name from pgrun.events x
+                               where x.emitted_at < v_now - default_retention
+                               order by x.emitted_at limit batch);
   return v_pruned;
 end;
 $$;

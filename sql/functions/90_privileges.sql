@@ -39,10 +39,10 @@ as $$
     'requeue_job', 'defer_job', 'set_progress', 'beat', 'emit', 'worker_heartbeat', 'record_hw',
     'release_unheld', 'queue_peers', 'claim_token',
     -- durable execution (35_durable.sql)
-    'step_get', 'step_put', 'sleep_job', 'await_event', 'spawn_job', 'await_job', 'emit_event', 'watch_job',
-    'wake_waits',
+    'step_get', 'step_put', 'recorded_steps', 'sleep_job', 'await_event', 'spawn_job', 'await_job', 'emit_event',
+    'watch_job', 'wake_waits',
     -- enqueuer
-    'start_run', 'submit_input', 'replace_queued', 'jobs_after_insert', 'job_timeline', 'caller_tenant',
+    'start_run', 'submit_input', 'replace_queued', 'jobs_after_insert', 'job_timeline', 'job_parked', 'caller_tenant',
     -- admin
     'cancel_job', 'retry_job', 'retry_jobs', 'cancel_run', 'retry_run', 'define_workflow',
     'pause_queue', 'resume_queue', 'set_queue', 'set_schedule', 'drop_schedule', 'pause_schedule',
@@ -112,7 +112,7 @@ begin
   foreach f in array array['enqueue_job', 'enqueue_jobs', 'enqueue_batch', 'enqueue_specs', 'enqueue_columns',
                            'job_spec', 'spec_at', 'job_spec_fault',
                            'check_job_spec', 'job_exists', 'start_run', 'submit_input', 'replace_queued',
-                           'job_timeline', 'clock', 'check_kind', 'check_queue_name', 'check_json_size',
+                           'job_timeline', 'job_parked', 'clock', 'check_kind', 'check_queue_name', 'check_json_size',
                            'check_key', 'check_positive_interval', 'default_timeout', 'max_json_bytes',
                            'max_key_bytes', 'max_children', 'is_engine', 'job_not_found',
                            -- cancels: refused unless the tenant mode is on, then its own tenant's only
@@ -143,8 +143,8 @@ begin
                            -- the worker's own rows in the tenant mode (its row-level security policy)
                            'caller_tenant',
                            -- durable execution (35_durable.sql)
-                           'step_get', 'step_put', 'sleep_job', 'await_event', 'spawn_job', 'await_job',
-                           'emit_event', 'watch_job'] loop
+                           'step_get', 'step_put', 'recorded_steps', 'sleep_job', 'await_event', 'spawn_job',
+                           'await_job', 'emit_event', 'watch_job'] loop
     return query select format('grant execute on function %s to %I', pgrun.qualified(p.oid), worker)
                  from pg_proc p where p.pronamespace = 'pgrun'::regnamespace and p.proname = f;
   end loop;
@@ -156,7 +156,7 @@ begin
                            'worker_modes', 'maintain', 'take_maintenance', 'set_maintenance_step',
                            'reap_expired_leases',
                            'fail_overdue', 'flag_dead_workers', 'forget_workers', 'prune_history',
-                           'drain_outbox', 'fire_schedules', 'job_timeline', 'cron_next', 'clock',
+                           'drain_outbox', 'fire_schedules', 'job_timeline', 'job_parked', 'cron_next', 'clock',
                            'note_server_epoch',
                            'set_tenant_mode', 'grant_tenant', 'revoke_tenant', 'administers',
                            'caller_role', 'tenant_mode', 'sees_all', 'caller_tenant', 'may_touch',
