@@ -23,7 +23,13 @@ import (
 //     $PGRUN_WORKER_ID (the Go runner takes flags instead);
 //   - it serves one job at a time (the suite gives the Go runner one slot) of the
 //     kinds noop, echo, sleep {ms}, fail {message, permanent, times}, later {ms} and
-//     fanout {children}, as runner.RegisterExamples defines them;
+//     fanout {children}, and the durable kinds durable_steps {pause_ms},
+//     durable_flaky, durable_sleep {ms}, durable_event {event, timeout_ms},
+//     durable_spawn and durable_mismatch (conformance_durable_test.go), as
+//     runner.RegisterExamples defines them;
+//   - its durable calls (sql/functions/35_durable.sql) present its worker id and the
+//     claim_id, numbered from 0 in each attempt; one answered parked, mismatch or
+//     stale ends the handler without a report (the database has decided);
 //   - SIGTERM stops it: it claims nothing more, hands its running job back without
 //     spending an attempt, and exits; SIGKILL may come at any time.
 //

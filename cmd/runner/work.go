@@ -163,7 +163,9 @@ for in-flight jobs, cancels and requeues the rest without spending an attempt, a
 exits 0. A second signal exits at once (status 130); leases bring back what was left.
 
 With --examples it serves the example operations (noop, sleep, echo, fail, later,
-fanout, and the embeddings example's ingest, embed, knn and report); without it, the
+fanout, the durable ones (durable_steps, durable_flaky, durable_sleep, durable_event,
+durable_spawn, durable_mismatch), and the embeddings example's ingest, embed, knn and
+report); without it, the
 handlers a program registers (see the runner package) are the only ones.
 
 Every flag is checked before connecting: --queues takes name=N with N from 1 to

@@ -3,12 +3,14 @@
 SQL API alone (docs/sql-api.md#write-a-worker-in-your-language): whether a failure is
 retried, when, and what a lost lease means are the database's rules, not this file's."""
 import os, select, signal, socket, sys, threading, time
+from datetime import datetime, timedelta, timezone
 import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 URL, QUEUE = sys.argv[1], sys.argv[2]
 WORKER = os.environ.get("PGRUN_WORKER_ID") or f"py:{socket.gethostname()}:{os.getpid()}"
-KINDS = ["noop", "echo", "sleep", "fail", "later", "fanout"]
+KINDS = ["noop", "echo", "sleep", "fail", "later", "fanout",
+         "durable_steps", "durable_flaky", "durable_sleep", "durable_event", "durable_spawn", "durable_mismatch"]
 stop, cancelled, lock = threading.Event(), threading.Event(), threading.Lock()
 current = None      # the job being run: (id, claim_id), read by the keeper thread
 renew_every = 10.0  # a third of the claim's lease (lease_length)
@@ -16,7 +18,53 @@ renew_every = 10.0  # a third of the claim's lease (lease_length)
 class Permanent(Exception): pass  # reported with retryable => false
 class Later(Exception): pass      # put back without spending an attempt
 class Defer(Exception): pass      # wait for children, then succeed (fan-in in SQL)
-def handle(job):
+class Parked(Exception): pass     # the database ended the attempt (parked, step mismatch, stale claim)
+
+# Durable execution (sql/functions/35_durable.sql): each helper is one call of the SQL
+# API under the claim. The calls of an attempt are numbered from 0 in the order made;
+# a status other than done, none or timeout means the database has decided: stop.
+def call(conn, job, fn, name, pos, *args):
+    marks = ", ".join(["%s"] * (len(args) + 5))
+    status, *value = conn.execute(f"select * from pgrun.{fn}({marks})",
+                                  (job["id"], name, pos, *args, WORKER, job["claim_id"])).fetchone().values()
+    if status in ("parked", "mismatch", "stale"): raise Parked(status)
+    return status, (value or [None])[0]
+def position(job):
+    job["calls"] = job.get("calls", 0) + 1
+    return job["calls"] - 1
+def step(conn, job, name, fn):  # fn() runs until one attempt records its result
+    pos = position(job)
+    status, result = call(conn, job, "step_get", name, pos)
+    if status == "done": return result
+    result = fn()
+    call(conn, job, "step_put", name, pos, Jsonb(result))
+    return result
+def sleep(conn, job, name, ms):  # parks the job until the time, once
+    call(conn, job, "sleep_job", name, position(job), datetime.now(timezone.utc) + timedelta(milliseconds=ms))
+def wait_arg(ms): return timedelta(milliseconds=ms) if ms > 0 else None  # None: the longest wait
+def await_event(conn, job, event, timeout_ms=0):  # the payload, or TimeoutError
+    status, payload = call(conn, job, "await_event", event, position(job), event, wait_arg(timeout_ms))
+    if status == "timeout": raise TimeoutError(f"event {event}")
+    return payload
+def spawn(conn, job, name, spec):  # enqueues spec once across attempts; returns its id
+    return call(conn, job, "spawn_job", name, position(job), Jsonb(spec))[1]
+def await_job(conn, job, awaited, timeout_ms=0):  # its {id, status, result, error}, or TimeoutError
+    status, outcome = call(conn, job, "await_job", f"job:{awaited}", position(job), awaited, wait_arg(timeout_ms))
+    if status == "timeout": raise TimeoutError(f"job {awaited}")
+    return outcome
+
+def ran(conn, job, name):
+    """The durable examples' step body: says so (step.ran) and returns the attempt."""
+    fields = {"step": name, "worker": WORKER, "claim_id": str(job["claim_id"]), "attempt": job["attempt"]}
+    conn.execute("select pgrun.emit(%s, 'step.ran', %s, worker => %s, claim_id => %s)", (job["id"], Jsonb(fields), WORKER, job["claim_id"]))
+    return {"attempt": job["attempt"]}
+
+def flaky(conn, job):  # durable_flaky's second step
+    ran(conn, job, "flaky")
+    if job["attempt"] == 1: raise RuntimeError("durable_flaky: the flaky step fails on the first attempt")
+    return {"attempt": job["attempt"]}
+
+def handle(conn, job):
     kind, args = job["kind"], job["args"]
     if kind == "echo": return args
     if kind == "sleep":  # ends early, with an error, if cancelled
@@ -31,12 +79,36 @@ def handle(job):
         return {"attempt": job["attempt"]}
     if kind == "fanout":
         raise Defer([{"kind": "noop", "queue": job["queue"]}] * (args.get("children") or 2))
+    if kind == "durable_steps":  # as runner/examples.go's durable kinds
+        one = step(conn, job, "one", lambda: ran(conn, job, "one"))
+        if job["attempt"] == 1 and cancelled.wait(args.get("pause_ms", 0) / 1000): raise InterruptedError("cancelled")
+        return {"one": one, "two": step(conn, job, "two", lambda: ran(conn, job, "two"))}
+    if kind == "durable_flaky":
+        before = step(conn, job, "before", lambda: ran(conn, job, "before"))
+        return {"before": before, "flaky": step(conn, job, "flaky", lambda: flaky(conn, job))}
+    if kind == "durable_sleep":
+        if args.get("ms", 0) < 0: raise Permanent(f"durable_sleep: ms {args['ms']} is negative")
+        sleep(conn, job, "nap", args.get("ms", 0))
+        return {"slept_ms": args.get("ms", 0)}
+    if kind == "durable_event":
+        try: return await_event(conn, job, args["event"], args.get("timeout_ms", 0))
+        except TimeoutError: return {"timeout": True}
+    if kind == "durable_spawn":
+        child = spawn(conn, job, "child", {"kind": "noop", "queue": job["queue"]})
+        if job["attempt"] == 1: raise RuntimeError("durable_spawn: the first attempt fails after the spawn")
+        return {"child": child, "status": await_job(conn, job, child)["status"]}
+    if kind == "durable_mismatch":
+        first = "a" if job["attempt"] == 1 else "b"
+        step(conn, job, first, lambda: ran(conn, job, first))
+        raise RuntimeError(f"durable_mismatch: fails after step {first}")
     return None  # noop
 
 def report(conn, job, result, err):
     key, claim = (job["id"], job["attempt"]), job["claim_id"]  # the claim token: reports match only this claim
     if err is None:
         conn.execute("select pgrun.complete_job(%s, %s, %s, %s, %s)", (*key, Jsonb(result) if result is not None else None, WORKER, claim))
+    elif isinstance(err, Parked):
+        pass  # parked, failed for a step mismatch, or no longer ours: the database has decided
     elif stop.is_set() and cancelled.is_set():  # shutting down: back to the queue, no attempt spent
         conn.execute("select pgrun.requeue_job(%s, %s, 'worker shut down', %s, %s)", (*key, WORKER, claim))
     elif cancelled.is_set():
@@ -99,7 +171,7 @@ def main():
             with lock:
                 current = (job["id"], job["claim_id"])
                 renew_every = job["lease_length"].total_seconds() / 3
-            try: result, err = handle(job), None
+            try: result, err = handle(conn, job), None
             except Exception as e: result, err = None, e
             report(conn, job, result, err)
             with lock: current = None
