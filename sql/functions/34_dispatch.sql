@@ -142,10 +142,9 @@ begin
   -- Durable awaits (35_durable.sql): jobs and clients waiting for a job this statement
   -- finished are answered. One look at an index of job_waits when nobody waits. (Only
   -- with such jobs: wake_awaiters' own UPDATE fires this trigger again.)
-  if exists (select 1 from pgrun.job_waits w where w.awaited_job is not null) then
-    ids := array(select n.id from finished_new n
-                 where n.status in ('succeeded', 'failed', 'cancelled', 'skipped')
-                   and exists (select 1 from pgrun.job_waits w where w.awaited_job = n.id));
+  if pgrun.awaits_jobs() then
+    ids := pgrun.awaited_among(array(select n.id from finished_new n
+                                     where n.status in ('succeeded', 'failed', 'cancelled', 'skipped')));
     if cardinality(ids) > 0 then
       perform pgrun.wake_awaiters(ids);
     end if;
