@@ -274,6 +274,9 @@ func SleepUntil[A any](ctx context.Context, j *Job[A], name string, t time.Time)
 	if status == "done" {
 		return nil
 	}
+	if status == "parked" && e.f != nil {
+		e.f.wakeAt(t) // nothing announces that t came: claim at once then
+	}
 	return decided(status, nil)
 }
 

@@ -45,6 +45,7 @@ type fetcher struct {
 	// gotAt is when a claim last brought jobs (see rateRetry).
 	gotAt  time.Time
 	resume resumer
+	due    dueTimers // wake-ups for jobs this runner parked (fetcher_due.go)
 	rtt    ewma // a claim's round trip
 	// perClaim is how many jobs a claim brings (see secondClaim).
 	perClaim ewma
@@ -211,6 +212,7 @@ const claimErrorBackoff = time.Second
 func (f *fetcher) run(ctx context.Context) {
 	poll := time.NewTicker(f.r.cfg.PollInterval)
 	defer poll.Stop()
+	defer f.due.stop()
 	results := make(chan claimed, maxInflight+1) // and a sweep
 	// A claim in flight at shutdown is waited for and its jobs started while slots
 	// are free: on the server they are this runner's, and the shutdown sequence handles
