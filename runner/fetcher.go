@@ -46,7 +46,7 @@ type fetcher struct {
 	gotAt  time.Time
 	resume resumer
 	due    dueTimers // wake-ups for jobs this runner parked (fetcher_due.go)
-	rtt    ewma // a claim's round trip
+	rtt    ewma      // a claim's round trip
 	// perClaim is how many jobs a claim brings (see secondClaim).
 	perClaim ewma
 	runTime  ewma // a job's time in its slot
