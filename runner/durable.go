@@ -157,6 +157,30 @@ func (e *execution) query(ctx context.Context, sql string, args []any, dest ...a
 // recorded and Step returns an error wrapping ErrLeaseLost. Names are 1 to 200
 // characters, unique within the job; results at most 1 MiB of JSON.
 func Step[A, T any](ctx context.Context, j *Job[A], name string, fn func(context.Context) (T, error)) (T, error) {
+	return step(ctx, j, name, fn, func(ctx context.Context, e *execution, pos int32, payload []byte) (string, error) {
+		var status string
+		err := e.query(ctx, sqlapi.StepPut, []any{e.job.ID, name, pos, payload, e.r.cfg.WorkerID, e.job.ClaimID}, &status)
+		return status, err
+	})
+}
+
+// StepTx is Step recorded in the caller's own transaction tx: fn's writes and the
+// step's record commit together, so a step whose effects are in this database
+// happens exactly once. fn gets tx; commit it after StepTx returns. If tx rolls back,
+// neither the writes nor the record remain, and the step runs again.
+func StepTx[A, T any](ctx context.Context, j *Job[A], tx pgx.Tx, name string, fn func(context.Context, pgx.Tx) (T, error)) (T, error) {
+	return step(ctx, j, name, func(ctx context.Context) (T, error) { return fn(ctx, tx) },
+		func(ctx context.Context, e *execution, pos int32, payload []byte) (string, error) {
+			var status string
+			err := tx.QueryRow(ctx, sqlapi.StepPut, e.job.ID, name, pos, payload, e.r.cfg.WorkerID, e.job.ClaimID).Scan(&status)
+			return status, err
+		})
+}
+
+// step is Step and StepTx: the recorded value if there is one, else fn's, recorded by
+// put (step_put, on the pool or in the caller's transaction).
+func step[A, T any](ctx context.Context, j *Job[A], name string, fn func(context.Context) (T, error),
+	put func(context.Context, *execution, int32, []byte) (string, error)) (T, error) {
 	var zero T
 	e, pos, err := durableCall(j, "step", name)
 	if err != nil {
@@ -173,40 +197,9 @@ func Step[A, T any](ctx context.Context, j *Job[A], name string, fn func(context
 	if err != nil {
 		return zero, Permanent(fmt.Errorf("step %q: encode its result: %w", name, err))
 	}
-	var status string
-	if err := e.query(ctx, sqlapi.StepPut, []any{e.job.ID, name, pos, payload, e.r.cfg.WorkerID, e.job.ClaimID}, &status); err != nil {
+	status, err := put(ctx, e, pos, payload)
+	if err != nil {
 		return zero, fmt.Errorf("step %q of job %d: record: %w", name, e.job.ID, err)
-	}
-	if status != "done" {
-		return zero, decided(status, nil)
-	}
-	return v, nil
-}
-
-// StepTx is Step recorded in the caller's own transaction tx: fn's writes and the
-// step's record commit together, so a step whose effects are in this database
-// happens exactly once. fn gets tx; commit it after StepTx returns. If tx rolls back,
-// neither the writes nor the record remain, and the step runs again.
-func StepTx[A, T any](ctx context.Context, j *Job[A], tx pgx.Tx, name string, fn func(context.Context, pgx.Tx) (T, error)) (T, error) {
-	var zero T
-	e, pos, err := durableCall(j, "step", name)
-	if err != nil {
-		return zero, err
-	}
-	if v, ok, err := stepRecorded[T](ctx, e, name, pos); ok || err != nil {
-		return v, err
-	}
-	v, err := fn(ctx, tx)
-	if err != nil {
-		return zero, err
-	}
-	payload, err := json.Marshal(v)
-	if err != nil {
-		return zero, Permanent(fmt.Errorf("step %q: encode its result: %w", name, err))
-	}
-	var status string
-	if err := tx.QueryRow(ctx, sqlapi.StepPut, e.job.ID, name, pos, payload, e.r.cfg.WorkerID, e.job.ClaimID).Scan(&status); err != nil {
-		return zero, fmt.Errorf("step %q of job %d: record in transaction: %w", name, e.job.ID, err)
 	}
 	if status != "done" {
 		return zero, decided(status, nil)
