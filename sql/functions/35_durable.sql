@@ -367,8 +367,6 @@ create or replace function pgrun.await_event(
 )
 language plpgsql
 set search_path = pgrun, pg_catalog
--- job_waits by its indexes whatever the statistics say (awaits_jobs says why)
-set enable_seqscan = off
 as $$
 declare
   v_now  timestamptz := pgrun.clock();
@@ -439,8 +437,6 @@ create or replace function pgrun.emit_event(name text, payload jsonb default nul
 returns boolean
 language plpgsql
 set search_path = pgrun, pg_catalog
--- job_waits by its indexes whatever the statistics say (awaits_jobs says why)
-set enable_seqscan = off
 as $$
 declare
   v_tenant text := coalesce(pgrun.session_tenant(), '');
@@ -559,8 +555,6 @@ create or replace function pgrun.await_job(
 )
 language plpgsql
 set search_path = pgrun, pg_catalog
--- job_waits by its indexes whatever the statistics say (awaits_jobs says why)
-set enable_seqscan = off
 as $$
 declare
   v_now  timestamptz := pgrun.clock();
@@ -653,8 +647,10 @@ $$;
 -- reads the partial index whatever the statistics say: planned on a table never
 -- analyzed (autovacuum off), the look scanned every wait, 3.5 ms a statement beside
 -- 50,000 parked awaits of events, which cost a burn-down of the same queue a third of
--- its rate (docs/benchmarks.md, "Durable execution"). The functions of this file that
--- read job_waits are pinned the same way.
+-- its rate (docs/benchmarks.md, "Durable execution"). wake_awaiters is pinned the same
+-- way; the others read job_waits by equality on an indexed key (a job and its step,
+-- an event), which the planner takes by index without statistics, and those that run
+-- as the engine carry no setting but their search_path.
 create or replace function pgrun.awaits_jobs()
 returns boolean
 language plpgsql
@@ -731,8 +727,6 @@ create or replace function pgrun.wake_waits(batch integer default 1000)
 returns integer
 language plpgsql
 set search_path = pgrun, pg_catalog
--- job_waits by its indexes whatever the statistics say (awaits_jobs says why)
-set enable_seqscan = off
 as $$
 declare
   v_now    timestamptz := pgrun.clock();
