@@ -161,7 +161,9 @@ func (s *Server) job(w http.ResponseWriter, r *http.Request) {
 	case pgrun.StatusFailed, pgrun.StatusCancelled:
 		d.Retryable = true
 	}
-	if len(j.Error) > 0 && string(j.Error) != "null" {
+	// The error of the job's outcome (pgrun.outcome_error): a job that failed and then
+	// succeeded keeps the old error on its row; its timeline tells that story.
+	if len(j.Error) > 0 && string(j.Error) != "null" && j.Status != pgrun.StatusSucceeded && j.Status != pgrun.StatusSkipped {
 		var e jobError
 		if json.Unmarshal(j.Error, &e) == nil {
 			d.Error = &e

@@ -145,7 +145,9 @@ limit $4`
 // most $5; with each its count of node jobs, and of those done (succeeded or
 // skipped), failed (or cancelled) and running (or waiting).
 const DashboardRuns = `select r.id, r.workflow, r.version, r.status::text as status, r.created_at, r.finished_at,
-       r.error ->> 'message' as error_message, n.nodes, n.done, n.failed, n.running
+       coalesce(r.error ->> 'message',
+                nullif(concat_ws(': ', 'node ' || (r.error ->> 'node'), r.error #>> '{error,message}'), '')) as error_message,
+       n.nodes, n.done, n.failed, n.running
 from pgrun.runs r
 cross join lateral (
   select count(*) as nodes,

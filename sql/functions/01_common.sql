@@ -50,6 +50,18 @@ immutable
 parallel safe
 return array['pending', 'queued', 'running', 'waiting']::pgrun.job_status[];
 
+-- outcome_error is a job's error as the outcome of its status: the row's error,
+-- except for a job that succeeded or was skipped, whose row may keep the error of an
+-- earlier failed attempt (the retries' errors are in job_events). What a reader shows
+-- or filters as "the job's error" (job_timeline, the dashboard) is this. A plain
+-- expression, inlined where it is used.
+create or replace function pgrun.outcome_error(status pgrun.job_status, error jsonb)
+returns jsonb
+language sql
+immutable
+parallel safe
+return case when status in ('succeeded', 'skipped') then null else error end;
+
 -- is_active reports whether status is one of active_statuses().
 create or replace function pgrun.is_active(status pgrun.job_status)
 returns boolean

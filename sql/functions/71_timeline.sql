@@ -173,8 +173,10 @@ begin
     union all
     select j.finished_at, terminal,
            case j.status when 'failed' then 'error' when 'cancelled' then 'warn' else 'info' end,
-           j.attempt, j.error ->> 'message',
-           jsonb_strip_nulls(jsonb_build_object('class', j.error ->> 'class')), 2, 0, 0
+           -- The error of the job's ending only: a job that failed and then
+           -- succeeded keeps the old error on its row, which is not this ending's.
+           j.attempt, pgrun.outcome_error(j.status, j.error) ->> 'message',
+           jsonb_strip_nulls(jsonb_build_object('class', pgrun.outcome_error(j.status, j.error) ->> 'class')), 2, 0, 0
     where terminal is not null
       and not exists (select 1 from stored s
                       where s.event = terminal and s.at >= j.finished_at

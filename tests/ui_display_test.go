@@ -1,0 +1,53 @@
+package tests
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgrun/pgrun/internal/testkit"
+	"github.com/pgrun/pgrun/ui"
+)
+
+// A job that failed once and then succeeded shows no error: its timeline's ending
+// carries none (the failure is in its own job.failed entry), and its page has no
+// error box, though the row keeps the old error (pgrun.outcome_error).
+func TestASucceededJobShowsNoStaleError(t *testing.T) {
+	b := testkit.Setup(t)
+	testkit.ExecAll(t, b, `select pgrun.enqueue_job('noop', queue => 'stale')`)
+	id, claim := durableClaim(t, b, "stale", "w")
+	testkit.ExecAll(t, b, fmt.Sprintf(`select pgrun.fail_job(%d, 1, '{"message": "smtp 421 try later", "class": "error"}', true, 'w', '%s')`, id, claim),
+		`update pgrun.jobs set run_at = now() where queue = 'stale'`)
+	_, claim = durableClaim(t, b, "stale", "w")
+	require.True(t, one[bool](t, b.Ctx, b.Pool, `select pgrun.complete_job($1, 2, '{"sent": true}', 'w', $2::uuid)`, id, claim))
+	require.Contains(t, one[string](t, b.Ctx, b.Pool, `select error::text from pgrun.jobs where id = $1`, id), "421",
+		"the row keeps the old error")
+
+	tl := timelineOf(t, b.Pool, id)
+	require.Contains(t, sketch(tl), "job.failed@1", "the failure is told as itself")
+	end := tl[len(tl)-1]
+	require.Equal(t, "job.succeeded", end.Event)
+	require.Nil(t, end.Message, "the ending carries no stale error")
+	require.JSONEq(t, `{}`, string(end.Fields))
+
+	base := serveUI(t, b.Pool, ui.Options{})
+	_, html := get(t, fmt.Sprintf("%s/jobs/%d", base, id))
+	require.NotContains(t, html, "error-box", "no error box on a succeeded job")
+	require.Contains(t, html, "smtp 421 try later", "the failure is still in the timeline")
+}
+
+// The runs list says why a run failed: the failing node and its error (a run keeps
+// them as {"node", "job_id", "status", "error": {...}}).
+func TestTheRunsListShowsWhyARunFailed(t *testing.T) {
+	b := testkit.Setup(t)
+	testkit.DefineWorkflow(t, b, "brittle", `{"nodes": [{"name": "only", "kind": "noop", "max_attempts": 1}]}`)
+	testkit.ExecAll(t, b, `select pgrun.start_run('brittle')`)
+	id, claim := durableClaim(t, b, "default", "w")
+	testkit.ExecAll(t, b, fmt.Sprintf(`select pgrun.fail_job(%d, 1, '{"message": "disk full on node", "class": "error"}', false, 'w', '%s')`, id, claim))
+	require.Equal(t, "failed", one[string](t, b.Ctx, b.Pool, `select status::text from pgrun.runs`))
+	base := serveUI(t, b.Pool, ui.Options{})
+	_, html := get(t, base+"/runs")
+	require.True(t, strings.Contains(html, "node only: disk full on node"), "the runs list names the node and its error:\n%s", html)
+}
