@@ -51,3 +51,23 @@ func TestTheRunsListShowsWhyARunFailed(t *testing.T) {
 	_, html := get(t, base+"/runs")
 	require.True(t, strings.Contains(html, "node only: disk full on node"), "the runs list names the node and its error:\n%s", html)
 }
+
+// A runner killed after its jobs were taken back shows dead, not "running, silent":
+// the workers page reads worker_status's liveness, flagged or not.
+func TestTheWorkersPageShowsASilentRunnerDead(t *testing.T) {
+	b := testkit.Setup(t)
+	testkit.ExecAll(t, b,
+		`select pgrun.worker_heartbeat('gone', 'host-a', 1, array['default'], cadence => '1 second')`,
+		`select pgrun.worker_heartbeat('here', 'host-b', 2, array['default'], cadence => '1 minute')`,
+		`update pgrun.workers set last_seen = now() - interval '1 minute' where id = 'gone'`)
+	require.Equal(t, "dead", one[string](t, b.Ctx, b.Pool, `select liveness from pgrun.worker_status where id = 'gone'`))
+	require.Nil(t, testkit.NullID(t, b.Pool, `select extract(epoch from flagged_dead_at)::bigint from pgrun.workers where id = 'gone'`),
+		"not flagged: it held no job")
+	base := serveUI(t, b.Pool, ui.Options{})
+	_, html := get(t, base+"/workers")
+	require.Contains(t, html, "1 dead")
+	require.NotContains(t, html, "silent</span>")
+	_, js := get(t, base+"/workers?format=json")
+	require.Contains(t, js, `"liveness": "dead"`)
+	require.Contains(t, js, `"liveness": "live"`)
+}

@@ -32,6 +32,9 @@ type workerRow struct {
 	FlaggedDeadAt *time.Time `db:"flagged_dead_at" json:"flagged_dead_at"`
 	Alive         bool       `db:"alive" json:"alive"`
 	Running       int64      `db:"running" json:"running"`
+	// Liveness is worker_status's verdict: live, stopped, or dead (silent past three
+	// heartbeat cadences, or flagged), whether or not it held jobs when it went.
+	Liveness string `db:"liveness" json:"liveness"`
 }
 
 // controlRow is one operator switch (pgrun.worker_control).
@@ -114,7 +117,7 @@ func (s *Server) workers(w http.ResponseWriter, r *http.Request) {
 			h.Alive++
 			d.Alive++
 		}
-		if wk.FlaggedDeadAt != nil {
+		if wk.Liveness == "dead" {
 			d.Dead++
 		}
 		for _, q := range wk.Queues {

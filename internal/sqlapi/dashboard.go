@@ -181,7 +181,7 @@ group by j.parent_id, j.status`
 // DashboardWorkers lists registered workers (pgrun.worker_status), live ones first,
 // at most $1.
 const DashboardWorkers = `select id, host, pid, state, queues, models, kinds, version, started_at, last_seen,
-       extract(epoch from since_seen)::float8 as since_seen_secs, flagged_dead_at, alive, running
+       extract(epoch from since_seen)::float8 as since_seen_secs, flagged_dead_at, alive, running, liveness
 from pgrun.worker_status
 order by alive desc, host, id
 limit $1`
