@@ -282,7 +282,8 @@ func TestUIReadOnlyRoleReadsEveryPage(t *testing.T) {
 		`grant select on pgrun.jobs, pgrun.job_events, pgrun.runs, pgrun.workflows, pgrun.queues, pgrun.schedules,
 		   pgrun.workers, pgrun.worker_control, pgrun.hw_metrics, pgrun.outbox, pgrun.queue_stats, pgrun.worker_status, pgrun.settings to %q`,
 		`grant execute on function pgrun.queue_counts(), pgrun.stats_exact_limit(), pgrun.worker_alive(pgrun.workers, timestamptz),
-		   pgrun.worker_silence(interval), pgrun.clock(), pgrun.job_timeline(bigint), pgrun.claim_token(bigint) to %q`,
+		   pgrun.worker_silence(interval), pgrun.clock(), pgrun.job_timeline(bigint), pgrun.claim_token(bigint),
+		   pgrun.health(interval, interval) to %q`,
 	} {
 		_, err := b.Pool.Exec(b.Ctx, fmt.Sprintf(stmt, name))
 		require.NoError(t, err)

@@ -71,7 +71,18 @@ type minute struct {
 	Partial   bool      `json:"partial,omitempty"` // the current minute, not over yet
 }
 
+// healthRow is one warning about the database under the queue (sqlapi.Health): what
+// is wrong and what to do about it.
+type healthRow struct {
+	Check    string         `db:"check_name" json:"check"`
+	Severity string         `db:"severity" json:"severity"`
+	Message  string         `db:"message" json:"message"`
+	Hint     string         `db:"hint" json:"hint"`
+	Fields   map[string]any `db:"fields" json:"fields"`
+}
+
 type overviewData struct {
+	Health     []healthRow   `json:"health"`
 	Queues     []queueRow    `json:"queues"`
 	Minutes    []minute      `json:"minutes"`
 	Latency    []latencyRow  `json:"latency"`
@@ -80,8 +91,8 @@ type overviewData struct {
 	Totals     queueRow      `json:"totals"`
 }
 
-// overview is the front page: queues, throughput, percentiles. Its three reads run
-// at once, so the page takes as long as the slowest.
+// overview is the front page: the database's health warnings, queues, throughput,
+// percentiles. Its four reads run at once, so the page takes as long as the slowest.
 func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	var d overviewData
@@ -97,6 +108,10 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 			}
 		})
 	}
+	run("health", func(ctx context.Context) (err error) {
+		d.Health, err = collect[healthRow](ctx, s.pool, sqlapi.Health)
+		return err
+	})
 	run("queues", func(ctx context.Context) (err error) {
 		d.Queues, err = collect[queueRow](ctx, s.pool, sqlapi.DashboardQueues)
 		return err
@@ -111,6 +126,9 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 	})
 	wg.Wait()
 	sort.Strings(problems)
+	if d.Health == nil {
+		d.Health = []healthRow{} // [] in JSON when healthy, not null
+	}
 
 	lat := map[string]*latencyRow{}
 	for i := range d.Latency {

@@ -119,6 +119,23 @@ func New(pool *pgxpool.Pool, opts Options) (*Server, error) {
 	return s, nil
 }
 
+// DisableJIT makes the connections of cfg run with PostgreSQL's JIT compilation off
+// (the jit setting, sent when each connection starts), unless cfg already sets jit.
+// The dashboard's statements are short, but on a large jobs table the planner's
+// estimates for the overview's throughput query pass jit_above_cost, and compiling
+// it took most of the page's time on each new connection (docs/ui.md, "Speed").
+// `runner ui` builds its pool with it; a program that mounts the dashboard may too.
+// Not for a pool that goes through PgBouncer, which refuses a startup parameter it
+// does not know: the connections would fail.
+func DisableJIT(cfg *pgxpool.Config) {
+	if cfg.ConnConfig.RuntimeParams == nil {
+		cfg.ConnConfig.RuntimeParams = map[string]string{}
+	}
+	if _, set := cfg.ConnConfig.RuntimeParams["jit"]; !set {
+		cfg.ConnConfig.RuntimeParams["jit"] = "off"
+	}
+}
+
 // Close stops the live updates (open event streams end) and waits for them. The
 // pool is the caller's.
 func (s *Server) Close() {

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
@@ -23,6 +26,34 @@ type queueRow = top.Queue
 // unhandledLines flags, one line per queue, due jobs that no live worker serves or
 // whose kinds none handles.
 func unhandledLines(queues []queueRow) []string { return top.Warnings(queues) }
+
+// healthRow is one warning about the database under the queue (pgrun.health, read
+// with sqlapi.Health): what is wrong and what to do about it.
+type healthRow struct {
+	Check    string         `db:"check_name" json:"check"`
+	Severity string         `db:"severity" json:"severity"`
+	Message  string         `db:"message" json:"message"`
+	Hint     string         `db:"hint" json:"hint"`
+	Fields   map[string]any `db:"fields" json:"fields"`
+}
+
+// readHealth reads pgrun.health. A role that may not call it (only pgrun_admin
+// members and the dashboard's reader are granted it) gets no rows and a note
+// saying so, not a failed report: the rest of status is still worth printing.
+func readHealth(ctx context.Context, pool *pgxpool.Pool) ([]healthRow, string) {
+	rows, err := pool.Query(ctx, sqlapi.Health)
+	if err == nil {
+		var list []healthRow
+		if list, err = pgx.CollectRows(rows, pgx.RowToStructByName[healthRow]); err == nil {
+			return list, ""
+		}
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "42501" {
+		return nil, "(health not checked: this role lacks EXECUTE on pgrun.health; connect as a member of pgrun_admin)"
+	}
+	return nil, fmt.Sprintf("(health not checked: %v)", err)
+}
 
 // hostRow is one host's latest hardware sample (pgrun.host_status).
 type hostRow struct {
@@ -43,8 +74,11 @@ func newStatusCmd(g *globals) *cobra.Command {
 the live workers serving it, and the jobs finished per second over the last 10
 seconds and over the last minute (each column says which). A queue whose due jobs
 no live worker serves, or whose kinds no live worker handles, is flagged below the
-table. Workers follow, live first; a worker silent for three heartbeat cadences is
-listed as dead (whether or not it held jobs) and one that shut down as stopped.
+table, and so is what needs a person in the database under the queue (pgrun.health:
+autovacuum off, dead rows over live, a snapshot held for minutes, no maintenance
+lately), each with what to do on the line after it. Workers follow, live first; a
+worker silent for three heartbeat cadences is listed as dead (whether or not it held
+jobs) and one that shut down as stopped.
 runner top shows the same, live.`,
 		Args: cobra.NoArgs,
 		RunE: g.withPool(func(cmd *cobra.Command, _ []string, pool *pgxpool.Pool) error {
@@ -65,22 +99,33 @@ runner top shows the same, live.`,
 			if err != nil {
 				return err
 			}
+			health, note := readHealth(ctx, pool)
 			out := cmd.OutOrStdout()
 			if asJSON {
+				if health == nil {
+					health = []healthRow{}
+				}
+				doc := map[string]any{"queues": queues, "workers": workers,
+					"warnings": nonNil(top.Warnings(queues)), "health": health, "hosts": hosts}
+				if note != "" {
+					doc["health_error"] = note
+				}
 				enc := json.NewEncoder(out)
 				enc.SetIndent("", "  ")
-				return enc.Encode(map[string]any{"queues": queues, "workers": workers,
-					"warnings": nonNil(top.Warnings(queues)), "hosts": hosts})
+				return enc.Encode(doc)
 			}
-			return printStatus(out, queues, workers, hosts)
+			return printStatus(out, queues, workers, hosts, health, note)
 		}),
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
 
-// printStatus writes the report for a person.
-func printStatus(out io.Writer, queues []queueRow, workers []top.Worker, hosts []hostRow) error {
+// printStatus writes the report for a person. Below the queue table come the
+// queues' own flags, then health's warnings, each with its hint on the next line; a
+// flag that health repeats word for word (a queue no live worker serves) is printed
+// once, with the hint.
+func printStatus(out io.Writer, queues []queueRow, workers []top.Worker, hosts []hostRow, health []healthRow, healthNote string) error {
 	tw := table(out)
 	fmt.Fprintln(tw, "QUEUE\tQUEUED\tSCHEDULED\tRUNNING\tPENDING\tWAITING\tOLDEST\tWORKERS\tDONE/FAILED last 10s\tJOBS/s last 10s\tDONE/FAILED last 1m\tJOBS/s last 1m")
 	estimated := false
@@ -116,7 +161,23 @@ func printStatus(out io.Writer, queues []queueRow, workers []top.Worker, hosts [
 	if len(queues) == 0 {
 		fmt.Fprintln(tw, "(no queues yet)")
 	}
-	if lines := top.Warnings(queues); len(lines) > 0 {
+	said := map[string]bool{}
+	for _, h := range health {
+		said[h.Message] = true
+	}
+	var lines []string
+	for _, l := range top.Warnings(queues) {
+		if !said[l] {
+			lines = append(lines, l)
+		}
+	}
+	for _, h := range health {
+		lines = append(lines, h.Message, "  hint: "+h.Hint)
+	}
+	if healthNote != "" {
+		lines = append(lines, healthNote)
+	}
+	if len(lines) > 0 {
 		fmt.Fprintln(tw)
 		for _, l := range lines {
 			fmt.Fprintln(tw, l)

@@ -10,8 +10,10 @@ import (
 	"os"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
+	"github.com/pgrun/pgrun"
 	"github.com/pgrun/pgrun/metrics"
 	"github.com/pgrun/pgrun/ui"
 )
@@ -66,6 +68,9 @@ PGRUN_UI_TOKEN=TOKEN.`,
 			if err != nil {
 				return err
 			}
+			if pool, err = withoutJIT(cmd.Context(), pool); err != nil {
+				return err
+			}
 			defer pool.Close()
 			opts.Metrics = metrics.New(pool).Handler()
 			h, err := ui.New(pool, opts)
@@ -110,4 +115,24 @@ PGRUN_UI_TOKEN=TOKEN.`,
 	f.StringVar(&token, "auth-token", "", "require a bearer token (or the /login cookie) (default $PGRUN_UI_TOKEN)")
 	f.BoolVar(&insecure, "insecure-no-auth", false, "allow a non-loopback --addr without authentication (something in front must authenticate)")
 	return cmd
+}
+
+// withoutJIT replaces pool with one whose connections run with JIT off
+// (ui.DisableJIT) and closes pool; the dashboard's first page on a new connection
+// no longer pays for compiling its queries. Through a connection pooler it keeps
+// pool as it is: PgBouncer refuses the startup parameter, and a SET would stay on a
+// server connection that other clients get next.
+func withoutJIT(ctx context.Context, pool *pgxpool.Pool) (*pgxpool.Pool, error) {
+	if pooled, err := pgrun.PoolThroughPooler(ctx, pool); err != nil || pooled {
+		return pool, nil // a failing check is not a failing dashboard: the pages keep JIT
+	}
+	cfg := pool.Config()
+	ui.DisableJIT(cfg)
+	nojit, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	pool.Close()
+	return nojit, nil
 }
