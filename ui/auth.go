@@ -76,11 +76,17 @@ func (s *Server) mac(msg string) []byte {
 // to /login in the token mode) when they are missing or wrong. /login itself and
 // the static assets it uses are open.
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request) bool {
+	if (s.opts.BasicUser != "" || s.opts.Token != "") && s.refuseGuessing(w, r) {
+		return false
+	}
 	switch {
 	case s.opts.BasicUser != "":
 		u, p, ok := r.BasicAuth()
 		if ok && equal(u, s.opts.BasicUser) && equal(p, s.opts.BasicPassword) {
 			return true
+		}
+		if ok {
+			s.loginFailed(r, "basic", u)
 		}
 		w.Header().Set("WWW-Authenticate", `Basic realm="pgrun", charset="UTF-8"`)
 		http.Error(w, "authentication required", http.StatusUnauthorized)
@@ -88,6 +94,9 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) bool {
 	case s.opts.Token != "":
 		if s.tokenOK(r) || r.URL.Path == "/login" || strings.HasPrefix(r.URL.Path, "/static/") {
 			return true
+		}
+		if _, presented := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); presented {
+			s.loginFailed(r, "token", "")
 		}
 		// A browser goes to the login page; a program (JSON, the event stream, a
 		// Prometheus scraper on /metrics) gets 401.
@@ -165,6 +174,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	}
 	next := safeNext(r.PostFormValue("next"))
 	if !equal(r.PostFormValue("token"), s.opts.Token) {
+		s.loginFailed(r, "login form", "")
 		w.WriteHeader(http.StatusUnauthorized)
 		s.render(w, r, "login", "Sign in", loginData{Next: next, Error: "That token is not the one this dashboard was started with."})
 		return

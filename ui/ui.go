@@ -73,7 +73,8 @@ type Server struct {
 	log    *slog.Logger
 	mux    *http.ServeMux
 	hub    *hub
-	secret []byte // keys the CSRF token and the login cookie
+	secret []byte     // keys the CSRF token and the login cookie
+	guard  loginGuard // wrong credentials per address (auth_guard.go)
 	pages  pageSet
 
 	cancel context.CancelFunc

@@ -64,6 +64,12 @@ PGRUN_UI_TOKEN=TOKEN.`,
 			if err := ui.CheckListen(addr, opts.BasicUser != "" || token != "", insecure); err != nil {
 				return err
 			}
+			if err := ui.CheckSecret(addr, "--auth-token", token); err != nil {
+				return err
+			}
+			if err := ui.CheckSecret(addr, "the --auth password", opts.BasicPassword); err != nil {
+				return err
+			}
 			pool, err := g.connect(cmd.Context())
 			if err != nil {
 				return err
