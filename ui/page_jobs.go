@@ -2,13 +2,18 @@ package ui
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgrun/pgrun/internal/sqlapi"
 )
@@ -131,7 +136,9 @@ func parseJobFilter(q url.Values) (jobFilter, error) {
 	return f, nil
 }
 
-// args are the filter's parameters $3 .. $10 of the jobs statements.
+// args are the filter's parameters $3 .. $10 of the dashboard's own jobs statements
+// (sqlapi.DashboardJobs and its kin), the list's way for a role that may not call
+// pgrun.job_matches.
 func (f jobFilter) args() []any {
 	var argKey, argValue, errPattern any
 	if f.Arg != "" {
@@ -146,6 +153,132 @@ func (f jobFilter) args() []any {
 	}
 	return []any{nilIfEmpty(f.Queue), nilIfEmpty(f.Kind), nilIfNone(f.States), nilIfZero(f.From), nilIfZero(f.To),
 		argKey, argValue, errPattern}
+}
+
+// match is the filter as pgrun.job_matches reads it (52_bulk.sql's keys): the rule
+// of the list and of the filter-wide actions alike. The cursor (Before) is paging,
+// not filtering, and is left out.
+func (f jobFilter) match() map[string]any {
+	m := map[string]any{}
+	put := func(key, v string) {
+		if v != "" {
+			m[key] = v
+		}
+	}
+	put("queue", f.Queue)
+	put("kind", f.Kind)
+	put("error", f.Error)
+	if len(f.States) > 0 {
+		m["states"] = f.States
+	}
+	if f.Arg != "" {
+		k, v, hasValue := strings.Cut(f.Arg, "=")
+		m["arg"] = k
+		if hasValue {
+			m["arg_value"] = v
+		}
+	}
+	if !f.From.IsZero() {
+		m["created_from"] = f.From.UTC().Format(time.RFC3339Nano)
+	}
+	if !f.To.IsZero() {
+		m["created_to"] = f.To.UTC().Format(time.RFC3339Nano)
+	}
+	if f.ID > 0 {
+		m["id_min"], m["id_max"] = f.ID, f.ID
+	}
+	if f.Parent > 0 {
+		m["parent"] = f.Parent
+	}
+	if f.Run > 0 {
+		m["run"] = f.Run
+	}
+	return m
+}
+
+// matchJSON is match as the jsonb parameter of the sqlapi.JobsMatching statements.
+func (f jobFilter) matchJSON() string {
+	b, _ := json.Marshal(f.match()) // strings, ints and a []string: never fails
+	return string(b)
+}
+
+// HasFilter reports whether f filters at all: the filter-wide actions are offered
+// only then, so that none acts on every job of the database by a slip.
+func (f jobFilter) HasFilter() bool { return len(f.match()) > 0 }
+
+// Fields are f's fields as the form of a filter-wide action posts them: the time
+// range as absolute times (a "last 1h" would move between the count and the
+// action), without the page's cursor.
+func (f jobFilter) Fields() [][2]string {
+	var out [][2]string
+	add := func(k, v string) {
+		if v != "" {
+			out = append(out, [2]string{k, v})
+		}
+	}
+	add("queue", f.Queue)
+	add("kind", f.Kind)
+	for _, st := range f.States {
+		add("state", st)
+	}
+	if !f.From.IsZero() {
+		add("from", f.From.UTC().Format(time.RFC3339Nano))
+	}
+	if !f.To.IsZero() {
+		add("to", f.To.UTC().Format(time.RFC3339Nano))
+	}
+	for _, p := range []struct {
+		key string
+		v   int64
+	}{{"id", f.ID}, {"parent", f.Parent}, {"run", f.Run}} {
+		if p.v > 0 {
+			add(p.key, strconv.FormatInt(p.v, 10))
+		}
+	}
+	add("arg", f.Arg)
+	add("error", f.Error)
+	return out
+}
+
+// Describe says in words what f selects: "queue emails, kind echo, state failed,
+// error text "421"" ("every job" for no filter).
+func (f jobFilter) Describe() string {
+	var what []string
+	add := func(label, v string) {
+		if v != "" {
+			what = append(what, label+" "+v)
+		}
+	}
+	add("queue", f.Queue)
+	add("kind", f.Kind)
+	if len(f.States) > 0 {
+		add("state", strings.Join(f.States, " or "))
+	}
+	if !f.From.IsZero() {
+		add("enqueued from", f.From.UTC().Format("2006-01-02 15:04:05 UTC"))
+	}
+	if !f.To.IsZero() {
+		add("enqueued before", f.To.UTC().Format("2006-01-02 15:04:05 UTC"))
+	}
+	if f.ID > 0 {
+		add("id", strconv.FormatInt(f.ID, 10))
+	}
+	if f.Parent > 0 {
+		add("parent", strconv.FormatInt(f.Parent, 10))
+	}
+	if f.Run > 0 {
+		add("run", strconv.FormatInt(f.Run, 10))
+	}
+	if f.Arg != "" {
+		add("args", strconv.Quote(f.Arg))
+	}
+	if f.Error != "" {
+		add("error text", strconv.Quote(f.Error))
+	}
+	if len(what) == 0 {
+		return "every job"
+	}
+	return strings.Join(what, ", ")
 }
 
 // likeEscape escapes LIKE's wildcards (and its escape character) in s.
@@ -188,8 +321,50 @@ type jobsPage struct {
 	Indexed bool `json:"indexed"`
 }
 
-// listJobs reads the page of f, by the narrowest index that answers it.
+// listRule is a set of jobs list statements, and the filter parameters they take
+// after the two ids (cursor, and low bound or parent or run) and before the limit.
+type listRule struct {
+	window, failed, byParent, byRun string
+	params                          func(jobFilter) []any
+}
+
+var (
+	// byMatch reads the list by pgrun.job_matches, the rule of the filter-wide
+	// actions: what the list shows is what they touch.
+	byMatch = listRule{sqlapi.JobsMatching, sqlapi.JobsMatchingFailed, sqlapi.JobsMatchingByParent,
+		sqlapi.JobsMatchingByRun, func(f jobFilter) []any { return []any{f.matchJSON()} }}
+	// byDashboard reads it by the dashboard's own statements, for a role that may not
+	// call pgrun.job_matches: the read-only role docs/ui.md lists, which has no
+	// actions. Its error filter reads the whole stored error, stale ones included.
+	byDashboard = listRule{sqlapi.DashboardJobs, sqlapi.DashboardJobsFailed, sqlapi.DashboardJobsByParent,
+		sqlapi.DashboardJobsByRun, func(f jobFilter) []any { return f.args() }}
+)
+
+// matchDeniedFor is how long a dashboard whose role may not call pgrun.job_matches
+// lists by byDashboard before it tries byMatch again (a grant may come meanwhile),
+// so that its pages do not each log a permission error in the server's log.
+const matchDeniedFor = time.Minute
+
+// matchDenied holds, per Server, when its role was last refused pgrun.job_matches.
+var matchDenied sync.Map // *Server -> time.Time
+
+// listJobs reads the page of f, by the narrowest index that answers it, by the
+// filter rule (byMatch) where the role may call it.
 func (s *Server) listJobs(ctx context.Context, f jobFilter, size int) (jobsPage, error) {
+	if at, ok := matchDenied.Load(s); !ok || time.Since(at.(time.Time)) > matchDeniedFor {
+		p, err := s.listJobsBy(ctx, f, size, byMatch)
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "42501" {
+			matchDenied.Delete(s)
+			return p, err
+		}
+		matchDenied.Store(s, time.Now())
+	}
+	return s.listJobsBy(ctx, f, size, byDashboard)
+}
+
+// listJobsBy is listJobs by the statements of rule.
+func (s *Server) listJobsBy(ctx context.Context, f jobFilter, size int, rule listRule) (jobsPage, error) {
 	p := jobsPage{Filter: f}
 	var minID, maxID *int64
 	if err := s.pool.QueryRow(ctx, sqlapi.DashboardJobIDBounds).Scan(&minID, &maxID); err != nil {
@@ -224,17 +399,17 @@ func (s *Server) listJobs(ctx context.Context, f jobFilter, size int) (jobsPage,
 	var second int64
 	switch {
 	case f.Parent > 0:
-		stmt, second, p.Indexed = sqlapi.DashboardJobsByParent, f.Parent, true
+		stmt, second, p.Indexed = rule.byParent, f.Parent, true
 	case f.Run > 0:
-		stmt, second, p.Indexed = sqlapi.DashboardJobsByRun, f.Run, true
+		stmt, second, p.Indexed = rule.byRun, f.Run, true
 	case len(f.States) == 1 && f.States[0] == "failed":
-		stmt, second, p.Indexed = sqlapi.DashboardJobsFailed, low, true
+		stmt, second, p.Indexed = rule.failed, low, true
 	}
 	if p.Indexed {
-		if cursor <= low && stmt == sqlapi.DashboardJobsFailed {
+		if cursor <= low && stmt == rule.failed {
 			return p, nil
 		}
-		rows, err := collect[jobRow](ctx, s.pool, stmt, append(append([]any{cursor, second}, f.args()...), size)...)
+		rows, err := collect[jobRow](ctx, s.pool, stmt, append(append([]any{cursor, second}, rule.params(f)...), size)...)
 		if err != nil {
 			return p, err
 		}
@@ -251,8 +426,8 @@ func (s *Server) listJobs(ctx context.Context, f jobFilter, size int) (jobsPage,
 	for cursor > low {
 		lo := max(low, cursor-jobsWindow)
 		began := time.Now()
-		rows, err := collect[jobRow](ctx, s.pool, sqlapi.DashboardJobs,
-			append(append([]any{cursor, lo}, f.args()...), size-len(p.Jobs))...)
+		rows, err := collect[jobRow](ctx, s.pool, rule.window,
+			append(append([]any{cursor, lo}, rule.params(f)...), size-len(p.Jobs))...)
 		if err != nil {
 			return p, err
 		}

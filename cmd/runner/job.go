@@ -1,13 +1,18 @@
 package main
 
 import (
+	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/pgrun/pgrun"
@@ -482,44 +487,58 @@ func newJobListCmd(g *globals) *cobra.Command {
 
 func newJobCancelCmd(g *globals) *cobra.Command {
 	var reason string
+	var bf bulkFlags
 	cmd := &cobra.Command{
-		Use:   "cancel ID",
-		Short: "Cancel a job; a running one has its handler's context cancelled within a second",
-		Args:  cobra.ExactArgs(1),
+		Use:   "cancel [ID]",
+		Short: "Cancel a job, or every unfinished job a filter matches; a running one has its handler's context cancelled within a second",
+		Example: `  runner job cancel 42 --reason "bad input"
+  runner job cancel --queue emails --error "mailbox full" --dry-run   # how many, changing nothing
+  runner job cancel --queue emails --kind echo --state queued --reason "sender blocked"`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return transition(cmd, g, args[0], "cancelled", func(c *pgrun.Client, id int64) (*pgrun.Job, error) {
-				before, err := c.GetJob(cmd.Context(), id)
-				if err != nil {
-					return nil, err
+			if len(args) == 1 {
+				if bf.given(cmd.Flags().Changed) {
+					return fmt.Errorf("give a job ID or filters (%s), not both", bf.names())
 				}
-				j, err := c.Cancel(cmd.Context(), id, reason)
-				if err == nil {
-					fmt.Fprintf(cmd.OutOrStdout(), "job %d cancelled (was %s)\n", id, before.Status)
-				}
-				return j, err
-			})
+				return transition(cmd, g, args[0], "cancelled", func(c *pgrun.Client, id int64) (*pgrun.Job, error) {
+					before, err := c.GetJob(cmd.Context(), id)
+					if err != nil {
+						return nil, err
+					}
+					j, err := c.Cancel(cmd.Context(), id, reason)
+					if err == nil {
+						fmt.Fprintf(cmd.OutOrStdout(), "job %d cancelled (was %s)\n", id, before.Status)
+					}
+					return j, err
+				})
+			}
+			if !bf.given(cmd.Flags().Changed) {
+				return fmt.Errorf("give a job ID, or filters (%s) to cancel the unfinished jobs they match", bf.names())
+			}
+			op := bulkOp{stmt: sqlapi.CancelMatching, done: "cancelled", label: "cancel", reason: &reason}
+			return bf.do(cmd, g, op, activeStates)
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why, for the job's events")
+	bf.add(cmd, "cancel", false)
 	return cmd
 }
 
 func newJobRetryCmd(g *globals) *cobra.Command {
-	var queue, kind, since string
-	var limit int
-	var noBar bool
+	var bf bulkFlags
 	cmd := &cobra.Command{
 		Use:   "retry [ID]",
-		Short: "Redrive a failed or cancelled job, or failed jobs in bulk with --queue/--kind/--since",
+		Short: "Redrive a failed or cancelled job, or every failed job a filter matches (--queue, --kind, --error, ...)",
 		Example: `  runner job retry 42
   runner job retry --kind resize --queue images --limit 500
   runner job retry --queue images --since 1h          # what failed in the last hour
+  runner job retry --queue emails --kind echo --error 421 --dry-run   # how many, changing nothing
   runner job retry --since 2030-01-02T15:04:05Z`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
-				if queue != "" || kind != "" || since != "" {
-					return fmt.Errorf("give a job ID or --queue/--kind/--since, not both")
+				if bf.given(cmd.Flags().Changed) {
+					return fmt.Errorf("give a job ID or --queue/--kind/--since, not both: the filters (%s) select jobs in bulk", bf.names())
 				}
 				return transition(cmd, g, args[0], "queued again", func(c *pgrun.Client, id int64) (*pgrun.Job, error) {
 					j, err := c.Retry(cmd.Context(), id)
@@ -529,50 +548,366 @@ func newJobRetryCmd(g *globals) *cobra.Command {
 					return j, err
 				})
 			}
-			if queue == "" && kind == "" && since == "" {
-				return fmt.Errorf("give a job ID, or --kind and/or --queue and/or --since to redrive failed jobs in bulk")
+			if !bf.given(cmd.Flags().Changed) {
+				return fmt.Errorf("give a job ID, or --kind and/or --queue and/or --since (or another filter: %s) to redrive failed jobs in bulk", bf.names())
 			}
-			if limit < 1 {
-				return fmt.Errorf("--limit must be at least 1, got %d", limit)
-			}
-			f := pgrun.RetryFilter{Queue: queue, Kind: kind, Max: limit}
-			if since != "" {
-				t, err := parseSince(since, time.Now())
-				if err != nil {
-					return err
-				}
-				f.Since = t
-			}
-			return g.withClient(func(cmd *cobra.Command, _ []string, c *pgrun.Client) error {
-				n, err := retryWithBar(cmd.Context(), c, f, cmd.ErrOrStderr(), noBar)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%d failed jobs queued again\n", n)
-				return nil
-			})(cmd, args)
+			return bf.do(cmd, g, bulkOp{stmt: sqlapi.RetryMatching, done: "queued again", label: "retry"}, []string{string(pgrun.StatusFailed)})
 		},
 	}
-	cmd.Flags().StringVar(&queue, "queue", "", "bulk: failed jobs of this queue")
-	cmd.Flags().StringVar(&kind, "kind", "", "bulk: failed jobs of this kind")
-	cmd.Flags().StringVar(&since, "since", "", "bulk: failed jobs that failed within this long (1h) or at or after this RFC 3339 time")
-	cmd.Flags().IntVar(&limit, "limit", 1000, "bulk: at most this many")
-	addNoProgressFlag(cmd, &noBar)
+	bf.add(cmd, "retry", true)
 	return cmd
+}
+
+// activeStates are the states job cancel acts on when --state is not given.
+var activeStates = []string{string(pgrun.StatusPending), string(pgrun.StatusQueued), string(pgrun.StatusRunning),
+	string(pgrun.StatusWaiting)}
+
+const (
+	// bulkBatch is how many jobs one statement of a bulk retry or cancel takes: each
+	// is its own short transaction, so that claims never wait long behind its row
+	// locks, and the bar moves at every one (docs/benchmarks.md, "Bulk actions").
+	bulkBatch = 1000
+	// bulkCountBatch is the batch of a dry run, which locks nothing: the engine's
+	// most (pgrun.max_bulk_batch).
+	bulkCountBatch = 10_000
+	// bulkRest is how long a bulk operation rests after each batch, as a share of
+	// the batch's own time. A batch keeps a core of the database busy and writes a
+	// burst of WAL that the claims' commits queue behind; resting as long again keeps
+	// the runners' claims at 0.84-0.88 of their rate during a retry of 100,000 jobs
+	// on a 2-core machine (0.73-0.78 without), which then takes 12 s instead of 6 of
+	// the 30 allowed (BenchmarkBulkRetry; docs/benchmarks.md, "Bulk actions").
+	bulkRest = 1.0
+)
+
+// bulkFlags are the filters of job retry and job cancel in bulk: those of the
+// dashboard's jobs page, which become the filter of pgrun.retry_matching and
+// cancel_matching (52_bulk.sql's keys), so that the command touches exactly the jobs
+// the page lists for the same filter.
+type bulkFlags struct {
+	queue, kind, errText, arg, args string
+	from, to, since                 string
+	states                          []string
+	parent, run                     int64
+	dryRun, noBar                   bool
+	limit                           int
+	hasSince                        bool // the command takes --since
+}
+
+// filterFlags are the flags that filter, for messages.
+var filterFlags = []string{"queue", "kind", "state", "error", "arg", "args", "from", "to", "since", "parent", "run"}
+
+// add registers the flags on cmd; since: it takes --since (failed at or after).
+func (b *bulkFlags) add(cmd *cobra.Command, verb string, since bool) {
+	f := cmd.Flags()
+	f.StringVar(&b.queue, "queue", "", "bulk: jobs of this queue")
+	f.StringVar(&b.kind, "kind", "", "bulk: jobs of this kind")
+	def := "failed"
+	if verb == "cancel" {
+		def = strings.Join(activeStates, ",")
+	}
+	f.StringSliceVar(&b.states, "state", nil, "bulk: jobs in these states, comma-separated or repeated (default "+def+")")
+	f.StringVar(&b.errText, "error", "", "bulk: jobs whose error message contains this text, in any case (a job that failed and then succeeded has none)")
+	f.StringVar(&b.arg, "arg", "", "bulk: jobs whose args have this key, or key=value")
+	f.StringVar(&b.args, "args", "", `bulk: jobs whose args contain this JSON object, such as '{"tenant": 7}'`)
+	f.StringVar(&b.from, "from", "", "bulk: jobs enqueued at or after this RFC 3339 time, or this long ago (2h)")
+	f.StringVar(&b.to, "to", "", "bulk: jobs enqueued before this RFC 3339 time, or this long ago")
+	if b.hasSince = since; since {
+		f.StringVar(&b.since, "since", "", "bulk: jobs that failed within this long (1h) or at or after this RFC 3339 time")
+	}
+	f.Int64Var(&b.parent, "parent", 0, "bulk: children of this job")
+	f.Int64Var(&b.run, "run", 0, "bulk: jobs of this workflow run")
+	f.BoolVar(&b.dryRun, "dry-run", false, "bulk: print how many jobs match and what would be done, and change nothing")
+	f.IntVar(&b.limit, "limit", 0, "bulk: at most this many matching jobs, oldest first (0: every one)")
+	addNoProgressFlag(cmd, &b.noBar)
+}
+
+// given reports whether any filter flag was given.
+func (b *bulkFlags) given(changed func(string) bool) bool {
+	return slices.ContainsFunc(filterFlags, changed)
+}
+
+// names lists the command's filter flags: "--queue, --kind, ...".
+func (b *bulkFlags) names() string {
+	names := slices.DeleteFunc(slices.Clone(filterFlags), func(f string) bool { return f == "since" && !b.hasSince })
+	return "--" + strings.Join(names, ", --")
+}
+
+// filter is the flags as a filter of 52_bulk.sql, with states when --state is not
+// given; now is where the durations count back from.
+func (b *bulkFlags) filter(now time.Time, states []string) (map[string]any, error) {
+	m := map[string]any{}
+	for k, v := range map[string]string{"queue": b.queue, "kind": b.kind, "error": b.errText} {
+		if v != "" {
+			m[k] = v
+		}
+	}
+	if len(b.states) > 0 {
+		states = nil
+		for _, st := range b.states {
+			st = strings.TrimSpace(st)
+			if !slices.Contains(statuses, pgrun.JobStatus(st)) {
+				return nil, fmt.Errorf("--state %q is not one of %v", st, statuses)
+			}
+			states = append(states, st)
+		}
+	}
+	m["states"] = states
+	if b.arg != "" {
+		k, v, hasValue := strings.Cut(b.arg, "=")
+		m["arg"] = k
+		if hasValue {
+			m["arg_value"] = v
+		}
+	}
+	if b.args != "" {
+		var obj map[string]any
+		if err := json.Unmarshal([]byte(b.args), &obj); err != nil || obj == nil {
+			return nil, fmt.Errorf("--args %q is not a JSON object", b.args)
+		}
+		m["args"] = obj
+	}
+	for _, t := range []struct{ flag, value, key string }{
+		{"from", b.from, "created_from"}, {"to", b.to, "created_to"}, {"since", b.since, "finished_from"},
+	} {
+		if t.value == "" {
+			continue
+		}
+		at, err := parseWhen(t.flag, t.value, now)
+		if err != nil {
+			return nil, err
+		}
+		m[t.key] = at.UTC().Format(time.RFC3339Nano)
+	}
+	for _, p := range []struct {
+		flag string
+		v    int64
+	}{{"parent", b.parent}, {"run", b.run}} {
+		if p.v < 0 {
+			return nil, fmt.Errorf("--%s %d is not a job id", p.flag, p.v)
+		}
+		if p.v > 0 {
+			m[p.flag] = p.v
+		}
+	}
+	if b.limit < 0 {
+		return nil, fmt.Errorf("--limit must be 0 (every matching job) or more, got %d", b.limit)
+	}
+	return m, nil
+}
+
+// bulkOp is a bulk operation of the CLI: its statement (sqlapi.RetryMatching or
+// CancelMatching), what became of a job it changed, its bar's label and, for a
+// cancel, the reason.
+type bulkOp struct {
+	stmt, done, label string
+	reason            *string
+}
+
+// bulkTally sums the batches of a bulk operation.
+type bulkTally struct {
+	matched, changed int64
+	skipped          map[string]int64
+	lastID           int64
+	done             bool
+}
+
+// batch runs one batch of op on filter after t.lastID, at most size jobs, and adds it
+// to t.
+func (op bulkOp) batch(ctx context.Context, pool *pgxpool.Pool, filter map[string]any, dry bool, size int, t *bulkTally) error {
+	raw, err := json.Marshal(filter)
+	if err != nil {
+		return err
+	}
+	args := []any{string(raw), dry, t.lastID, size}
+	if op.reason != nil {
+		args = append(args, nilIfEmpty(*op.reason))
+	}
+	var matched, changed int64
+	var skipped map[string]int64
+	var last *int64
+	if err := pool.QueryRow(ctx, op.stmt, args...).Scan(&matched, &changed, &skipped, &last); err != nil {
+		return err
+	}
+	t.matched += matched
+	t.changed += changed
+	for k, n := range skipped {
+		if t.skipped == nil {
+			t.skipped = map[string]int64{}
+		}
+		t.skipped[k] += n
+	}
+	if last != nil {
+		t.lastID = *last
+	}
+	t.done = last == nil || matched < int64(size)
+	return nil
+}
+
+// all runs op on filter batch by batch until the end or limit jobs (0: no limit),
+// batches of at most size, calling each after every batch.
+func (op bulkOp) all(ctx context.Context, pool *pgxpool.Pool, filter map[string]any, dry bool, size, limit int,
+	each func(bulkTally)) (bulkTally, error) {
+	var t bulkTally
+	for !t.done {
+		n := size
+		if limit > 0 {
+			if left := int64(limit) - t.matched; left < int64(n) {
+				n = int(left)
+			}
+			if n <= 0 {
+				break
+			}
+		}
+		began := time.Now()
+		if err := op.batch(ctx, pool, filter, dry, n, &t); err != nil {
+			return t, err
+		}
+		each(t)
+		if !dry && !t.done {
+			if err := rest(ctx, time.Since(began)); err != nil {
+				return t, err
+			}
+		}
+	}
+	return t, nil
+}
+
+// rest waits after a batch that took d as long again (bulkRest), or until ctx ends.
+func rest(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(time.Duration(float64(d) * bulkRest)):
+		return nil
+	}
+}
+
+// do is job retry or job cancel in bulk: the filter of the flags (states when --state
+// is not given), counted only with --dry-run, else done in batches of bulkBatch, each
+// its own transaction, with a bar on a terminal. A bar needs the total first: it
+// counts, and then acts on the jobs up to the last one counted.
+func (b *bulkFlags) do(cmd *cobra.Command, g *globals, op bulkOp, states []string) error {
+	filter, err := b.filter(time.Now(), states)
+	if err != nil {
+		return err
+	}
+	return g.withPool(func(cmd *cobra.Command, _ []string, pool *pgxpool.Pool) error {
+		ctx, out := cmd.Context(), cmd.OutOrStdout()
+		if b.dryRun {
+			t, err := op.all(ctx, pool, filter, true, bulkCountBatch, b.limit, func(bulkTally) {})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "dry run: %d jobs match (%s)", t.matched, describeFilter(filter))
+			if t.matched > 0 {
+				fmt.Fprintf(out, ": %d would be %s", t.changed, op.done)
+				if t.matched > t.changed {
+					fmt.Fprintf(out, ", %d would not (%s)", t.matched-t.changed, skippedText(t.skipped))
+				}
+			}
+			fmt.Fprintln(out, "; nothing changed")
+			return nil
+		}
+		bar := newBar(cmd.ErrOrStderr(), op.label, 0, b.noBar)
+		act := true
+		if progress.Enabled(cmd.ErrOrStderr(), b.noBar) {
+			counted, err := op.all(ctx, pool, filter, true, bulkCountBatch, b.limit, func(bulkTally) {})
+			if err != nil {
+				return err
+			}
+			filter["id_max"], act = counted.lastID, counted.matched > 0
+			bar = newBar(cmd.ErrOrStderr(), op.label, int(counted.matched), b.noBar)
+		}
+		var t bulkTally
+		if act {
+			t, err = op.all(ctx, pool, filter, false, bulkBatch, b.limit, func(t bulkTally) { bar.Set(t.matched) })
+		}
+		bar.Done()
+		if err != nil {
+			return fmt.Errorf("%s stopped after %d of the matching jobs (%d %s): %w", op.label, t.matched, t.changed, op.done, err)
+		}
+		what := "jobs"
+		if st, _ := filter["states"].([]string); len(st) == 1 && st[0] == string(pgrun.StatusFailed) {
+			what = "failed jobs"
+		}
+		fmt.Fprintf(out, "%d %s %s\n", t.changed, what, op.done)
+		if t.matched > t.changed {
+			fmt.Fprintf(out, "%d matching jobs left as they were: %s\n", t.matched-t.changed, skippedText(t.skipped))
+		}
+		return nil
+	})(cmd, nil)
+}
+
+// describeFilter says what filter selects, key by key in a fixed order.
+func describeFilter(filter map[string]any) string {
+	var parts []string
+	for _, k := range []string{"queue", "kind", "states", "error", "arg", "arg_value", "args", "created_from",
+		"created_to", "finished_from", "parent", "run"} {
+		v, ok := filter[k]
+		if !ok {
+			continue
+		}
+		switch x := v.(type) {
+		case []string:
+			parts = append(parts, k+" "+strings.Join(x, ","))
+		case string:
+			if k == "error" || k == "arg_value" {
+				x = strconv.Quote(x)
+			}
+			parts = append(parts, k+" "+x)
+		default:
+			raw, _ := json.Marshal(x)
+			parts = append(parts, k+" "+string(raw))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// skippedText words the reasons of the jobs a bulk operation left: "170 not failed
+// or cancelled, 7 busy in another transaction (...)", largest first.
+func skippedText(skipped map[string]int64) string {
+	keys := slices.Collect(maps.Keys(skipped))
+	slices.SortFunc(keys, func(a, b string) int {
+		if c := cmp.Compare(skipped[b], skipped[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		why := sqlapi.BulkSkipReasons[k]
+		if why == "" {
+			why = k
+		}
+		parts = append(parts, fmt.Sprintf("%d %s", skipped[k], why))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// nilIfEmpty is s, or NULL for "".
+func nilIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
 }
 
 // parseSince reads --since: a duration back from now ("90m", "24h") or an RFC 3339
 // time.
-func parseSince(s string, now time.Time) (time.Time, error) {
+func parseSince(s string, now time.Time) (time.Time, error) { return parseWhen("since", s, now) }
+
+// parseWhen reads time flag --name: a duration back from now ("90m", "24h") or an
+// RFC 3339 time.
+func parseWhen(name, s string, now time.Time) (time.Time, error) {
 	if d, err := time.ParseDuration(s); err == nil {
 		if d <= 0 {
-			return time.Time{}, fmt.Errorf("--since %s is not positive: give how long back, such as 1h", s)
+			return time.Time{}, fmt.Errorf("--%s %s is not positive: give how long back, such as 1h", name, s)
 		}
 		return now.Add(-d), nil
 	}
 	t, err := time.Parse(time.RFC3339, s)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("--since %q is neither a duration such as 1h nor an RFC 3339 time such as 2030-01-02T15:04:05Z", s)
+		return time.Time{}, fmt.Errorf("--%s %q is neither a duration such as 1h nor an RFC 3339 time such as 2030-01-02T15:04:05Z", name, s)
 	}
 	return t, nil
 }

@@ -45,12 +45,16 @@ as $$
     'start_run', 'submit_input', 'replace_queued', 'jobs_after_insert', 'job_timeline', 'job_parked', 'caller_tenant',
     -- admin
     'cancel_job', 'retry_job', 'retry_jobs', 'cancel_run', 'retry_run', 'define_workflow',
+    -- bulk actions on what a filter matches (52_bulk.sql)
+    'jobs_matching', 'retry_matching', 'cancel_matching', 'delete_matching',
     'pause_queue', 'resume_queue', 'set_queue', 'set_schedule', 'drop_schedule', 'pause_schedule',
     'resume_schedule', 'set_worker_control', 'worker_modes', 'maintain', 'take_maintenance',
     'set_maintenance_step', 'reap_expired_leases', 'fail_overdue', 'flag_dead_workers', 'forget_workers', 'prune_history',
     'drain_outbox', 'fire_schedules', 'dispatch', 'note_server_epoch', 'set_tenant_mode', 'grant_tenant', 'revoke_tenant',
     -- the queue_stats view's numbers (every tenant's counts, no payload)
-    'queue_counts', 'finished_counts']
+    'queue_counts', 'finished_counts',
+    -- the database's health (73_health.sql): other sessions' activity, as the engine sees it
+    'health']
 $$;
 
 do $$
@@ -92,7 +96,10 @@ begin
                                    -- and the version of the API and the shared rules
                                    -- (01_common.sql), which every caller may check
                                    'api_version', 'api_compatible_since', 'active_statuses',
-                                   'is_active', 'valid_queue_name', 'min_priority',
+                                   'is_active', 'outcome_error', 'valid_queue_name', 'min_priority',
+                                   -- the job filter's rule (52_bulk.sql), a plain
+                                   -- expression a dashboard's list inlines
+                                   'job_matches',
                                    'max_priority', 'default_lease',
                                    -- a queue's rate window (the runner reads it) and
                                    -- whether its room is announced (any UPDATE's trigger)
@@ -151,6 +158,8 @@ begin
   -- admin: operations, and reading everything.
   return next format('grant select on all tables in schema pgrun to %I', admin);
   foreach f in array array['cancel_job', 'retry_job', 'retry_jobs', 'retryable_jobs', 'cancel_run', 'retry_run',
+                           -- bulk actions on what a filter matches (52_bulk.sql)
+                           'jobs_matching', 'retry_matching', 'cancel_matching', 'delete_matching', 'max_bulk_batch',
                            'define_workflow', 'pause_queue', 'resume_queue', 'set_queue', 'set_schedule',
                            'drop_schedule', 'pause_schedule', 'resume_schedule', 'set_worker_control',
                            'worker_modes', 'maintain', 'take_maintenance', 'set_maintenance_step',
@@ -160,7 +169,9 @@ begin
                            'note_server_epoch',
                            'set_tenant_mode', 'grant_tenant', 'revoke_tenant', 'administers',
                            'caller_role', 'tenant_mode', 'sees_all', 'caller_tenant', 'may_touch',
-                           'emit_event', 'watch_job', 'wake_waits'] loop
+                           'emit_event', 'watch_job', 'wake_waits',
+                           -- the database's health (73_health.sql) and its thresholds
+                           'health', 'dead_rows_floor', 'unseen_xid_age'] loop
     return query select format('grant execute on function %s to %I', pgrun.qualified(p.oid), admin)
                  from pg_proc p where p.pronamespace = 'pgrun'::regnamespace and p.proname = f;
   end loop;
