@@ -283,7 +283,8 @@ func TestUIReadOnlyRoleReadsEveryPage(t *testing.T) {
 		   pgrun.workers, pgrun.worker_control, pgrun.hw_metrics, pgrun.outbox, pgrun.queue_stats, pgrun.worker_status, pgrun.settings to %q`,
 		`grant execute on function pgrun.queue_counts(), pgrun.stats_exact_limit(), pgrun.worker_alive(pgrun.workers, timestamptz),
 		   pgrun.worker_silence(interval), pgrun.clock(), pgrun.job_timeline(bigint), pgrun.claim_token(bigint),
-		   pgrun.health(interval, interval) to %q`,
+		   pgrun.health(interval, interval), pgrun.outcome_error(pgrun.job_status, jsonb),
+		   pgrun.job_matches(jsonb, bigint, text, text, pgrun.job_status, jsonb, jsonb, timestamptz, timestamptz, bigint, bigint) to %q`,
 	} {
 		_, err := b.Pool.Exec(b.Ctx, fmt.Sprintf(stmt, name))
 		require.NoError(t, err)
