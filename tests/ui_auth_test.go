@@ -1,8 +1,10 @@
 package tests
 
 import (
+	"encoding/base64"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"strings"
@@ -65,4 +67,28 @@ func TestUILogsAndLimitsWrongCredentials(t *testing.T) {
 	require.Equal(t, 10, strings.Count(logs.String(), "dashboard login failed"))
 	require.Contains(t, logs.String(), "remote=127.0.0.1")
 	require.Equal(t, http.StatusTooManyRequests, try(token), "the address is held off for the rest of the minute")
+}
+
+// The action log names who acted (the basic-auth user) and from where; an unknown
+// page gets the dashboard's own 404 page.
+func TestUIActionLogNamesTheUserAndUnknownPagesAre404(t *testing.T) {
+	b := testkit.Setup(t)
+	testkit.ExecAll(t, b, `select pgrun.set_queue('default')`)
+	var logs testkit.Buffer
+	const password = "a-password-long-enough"
+	base := serveUI(t, b.Pool, ui.Options{BasicUser: "ops", BasicPassword: password,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte("ops:"+password))
+	_, page := get(t, base+"/", "Authorization", auth)
+	resp, _ := post(t, base+"/actions/pause-queue", url.Values{"queue": {"default"}, "csrf": {csrfFrom(t, page)},
+		"confirmed": {"yes"}}, "Authorization", auth)
+	require.Less(t, resp.StatusCode, 400)
+	require.True(t, one[bool](t, b.Ctx, b.Pool, `select paused from pgrun.queues where name = 'default'`))
+	require.Contains(t, logs.String(), "user=ops")
+	require.Contains(t, logs.String(), "remote=127.0.0.1")
+
+	resp, html := get(t, base+"/no-such-page", "Authorization", auth)
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+	require.Contains(t, html, "<html")
+	require.Contains(t, html, "there is no page /no-such-page here")
 }

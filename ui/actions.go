@@ -368,7 +368,7 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request) {
 		s.log.Warn("ui: action failed", "action", name, "err", err)
 		msg = "Failed: " + describe(err)
 	} else {
-		s.log.Info("ui: action", "action", name, "outcome", msg, "remote", r.RemoteAddr)
+		s.log.Info("ui: action", "action", name, "outcome", msg, "user", s.actor(r), "remote", remoteAddr(r))
 	}
 	setFlash(w, msg)
 	http.Redirect(w, r, back, http.StatusSeeOther)
@@ -662,7 +662,7 @@ func (s *Server) bulkAction(w http.ResponseWriter, r *http.Request, name string,
 		t.Done = t.Done || b.upto == 0 || t.LastID >= b.upto
 		msg := spec.summary(b, t)
 		if t.Done {
-			s.log.Info("ui: action", "action", name, "outcome", msg, "remote", r.RemoteAddr)
+			s.log.Info("ui: action", "action", name, "outcome", msg, "user", s.actor(r), "remote", remoteAddr(r))
 			setFlash(w, msg)
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"tally": t,
@@ -681,7 +681,7 @@ func (s *Server) bulkAction(w http.ResponseWriter, r *http.Request, name string,
 		s.log.Warn("ui: action failed", "action", name, "done", msg, "err", err)
 		msg = "Failed: " + describe(err) + " Before that: " + msg
 	} else {
-		s.log.Info("ui: action", "action", name, "outcome", msg, "remote", r.RemoteAddr)
+		s.log.Info("ui: action", "action", name, "outcome", msg, "user", s.actor(r), "remote", remoteAddr(r))
 	}
 	setFlash(w, msg)
 	http.Redirect(w, r, back, http.StatusSeeOther)

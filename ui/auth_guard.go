@@ -111,3 +111,17 @@ func (s *Server) loginFailed(r *http.Request, mode, user string) {
 	case <-r.Context().Done():
 	}
 }
+
+// actor names who sent r, for the action log: the basic-auth user, "token" for the
+// bearer-token mode (one secret: no name to give), or "anonymous".
+func (s *Server) actor(r *http.Request) string {
+	switch {
+	case s.opts.BasicUser != "":
+		if u, _, ok := r.BasicAuth(); ok {
+			return u
+		}
+	case s.opts.Token != "":
+		return "token"
+	}
+	return "anonymous"
+}

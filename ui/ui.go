@@ -161,6 +161,10 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /login", s.loginPage)
 	m.HandleFunc("POST /login", s.login)
 	m.HandleFunc("POST /actions/{action}", s.action)
+	// Anything else: the page's own 404, not net/http's plain text.
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.fail(w, r, http.StatusNotFound, fmt.Errorf("there is no page %s here", r.URL.Path))
+	})
 	if s.opts.Metrics != nil {
 		m.Handle("GET /metrics", s.opts.Metrics)
 	}
