@@ -2,6 +2,9 @@ package tests
 
 import (
 	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -70,4 +73,36 @@ func TestTheWorkersPageShowsASilentRunnerDead(t *testing.T) {
 	_, js := get(t, base+"/workers?format=json")
 	require.Contains(t, js, `"liveness": "dead"`)
 	require.Contains(t, js, `"liveness": "live"`)
+}
+
+// The dead-letters page's retry is the exact-filter action: its form carries the
+// page's error text, so a retry from a page filtered to "421" leaves the "550"
+// failures failed.
+func TestTheDeadLettersRetryKeepsTheErrorFilter(t *testing.T) {
+	b := testkit.Setup(t)
+	testkit.ExecAll(t, b, `select pgrun.enqueue_job('mail', queue => 'emails') from generate_series(1, 5)`)
+	for i := 0; i < 5; i++ {
+		id, claim := durableClaim(t, b, "emails", "w")
+		msg := "smtp 421 try later"
+		if i >= 3 {
+			msg = "550 mailbox unavailable"
+		}
+		testkit.ExecAll(t, b, fmt.Sprintf(`select pgrun.fail_job(%d, 1, jsonb_build_object('message', '%s'), false, 'w', '%s')`, id, msg, claim))
+	}
+	base := serveUI(t, b.Pool, ui.Options{})
+	_, page := get(t, base+"/dead?queue=emails&error=421")
+	require.Contains(t, page, `action="/actions/retry-matching"`)
+	require.Contains(t, page, `name="error" value="421"`)
+	require.NotContains(t, page, "retry-failed", "no retry on queue and kind alone")
+	form := url.Values{"csrf": {csrfFrom(t, page)}, "return": {"/dead"}, "queue": {"emails"}, "state": {"failed"}, "error": {"421"}}
+	resp, body := post(t, base+"/actions/retry-matching", form)
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	upto := regexp.MustCompile(`name="upto" value="(\d+)"`).FindStringSubmatch(body)
+	require.NotNil(t, upto, body)
+	form.Set("upto", upto[1])
+	resp, _ = post(t, base+"/actions/retry-matching", withConfirmed(form, form.Get("csrf")))
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.Equal(t, 3, countRows(t, b, `select count(*) from pgrun.jobs where status = 'queued'`), "the 421s")
+	require.Equal(t, 2, countRows(t, b, `select count(*) from pgrun.jobs where status = 'failed' and error->>'message' like '550%'`),
+		"the 550s stay failed")
 }

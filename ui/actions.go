@@ -19,9 +19,6 @@ import (
 const (
 	// maxSelected bounds the jobs one "selected" action touches.
 	maxSelected = 500
-	// maxBulkRetry is the default and the ceiling of one "retry every failed job
-	// matching" action (retry_jobs' max_jobs).
-	maxBulkRetry = 10_000
 )
 
 // actionFunc carries out an action from its form and returns what to tell the
@@ -128,17 +125,6 @@ var actions = map[string]actionSpec{
 			})
 		},
 	},
-	"retry-failed": {
-		confirm: func(f form) (string, error) {
-			b, err := parseBulk(f)
-			return b.question(), err
-		},
-		do: func(ctx context.Context, s *Server, f form) (string, error) {
-			b, _ := parseBulk(f)
-			n, err := s.client.RetryJobs(ctx, pgrun.RetryFilter{Queue: b.queue, Kind: b.kind, Since: b.since, Max: b.limit})
-			return fmt.Sprintf("%d failed jobs queued again.", n), err
-		},
-	},
 	"pause-queue": queueAction("Pause queue %s? Running jobs go on; nothing new starts.", "Queue %s paused.",
 		func(ctx context.Context, c *pgrun.Client, q string) error { _, err := c.PauseQueue(ctx, q); return err }),
 	"resume-queue": queueAction("Resume queue %s?", "Queue %s resumed.",
@@ -236,55 +222,6 @@ func parseControl(f form) (host, queue, mode string, err error) {
 		err = fmt.Errorf("mode %q is not valid: use on, drain or off", mode)
 	}
 	return
-}
-
-// bulkRetry is a "retry every failed job matching" request: what retry_jobs takes.
-type bulkRetry struct {
-	queue, kind string
-	since       time.Time
-	limit       int
-}
-
-func parseBulk(f form) (bulkRetry, error) {
-	b := bulkRetry{queue: f.text("queue"), kind: f.text("kind"), limit: maxBulkRetry}
-	if v := f.text("since"); v != "" {
-		var err error
-		for _, layout := range timeLayouts {
-			if b.since, err = time.ParseInLocation(layout, v, time.UTC); err == nil {
-				break
-			}
-		}
-		if err != nil {
-			return b, fmt.Errorf("since %q is not a time: use 2026-11-24T10:00 (UTC) or RFC 3339", v)
-		}
-	}
-	if v := f.text("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxBulkRetry {
-			return b, fmt.Errorf("limit %q is not valid: use 1 to %d", v, maxBulkRetry)
-		}
-		b.limit = n
-	}
-	return b, nil
-}
-
-// question says exactly what retry_jobs will redrive: it filters on queue, kind and
-// failure time only.
-func (b bulkRetry) question() string {
-	var what []string
-	if b.queue != "" {
-		what = append(what, "in queue "+b.queue)
-	}
-	if b.kind != "" {
-		what = append(what, "of kind "+b.kind)
-	}
-	if !b.since.IsZero() {
-		what = append(what, "that failed since "+b.since.UTC().Format("2006-01-02 15:04 UTC"))
-	}
-	if len(what) == 0 {
-		what = append(what, "in every queue")
-	}
-	return fmt.Sprintf("Retry every failed job %s (oldest first, at most %s)?", strings.Join(what, " "), num(int64(b.limit)))
 }
 
 // eachJob applies fn to every id and sums up: how many succeeded, and the first

@@ -172,10 +172,7 @@ var funcs = template.FuncMap{
 	"int64":     func(n int) int64 { return int64(n) },
 	"gib":       func(b *int64) string { return fmt.Sprintf("%.1f GiB", float64(derefOr(b, 0))/(1<<30)) },
 	"compact":   compact,
-	"bulkq": func(queue, kind string) string {
-		return bulkRetry{queue: queue, kind: kind, limit: maxBulkRetry}.question()
-	},
-	"dict": dict,
+	"dict":      dict,
 }
 
 // compact renders JSON on one line ("" for an empty object or none).
