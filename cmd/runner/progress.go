@@ -19,8 +19,6 @@ const (
 	// enqueueChunk is how many jobs one statement of a barred enqueue --count
 	// inserts: large enough to keep the batch's speed, small enough that the bar moves.
 	enqueueChunk = 2000
-	// retryChunk is how many failed jobs one call of a barred bulk retry redrives.
-	retryChunk = 100
 )
 
 // addNoProgressFlag adds --no-progress to a long command.
@@ -61,38 +59,6 @@ func enqueueWithBar(ctx context.Context, c *pgrun.Client, specs []pgrun.JobSpec,
 		return nil, err
 	}
 	return jobs, nil
-}
-
-// retryWithBar redrives the failed jobs f selects and returns how many. Without a
-// bar it is one call of pgrun.retry_jobs, as before; with one, it first counts the
-// jobs to redrive (at most f.Max) and then redrives them retryChunk at a time, each
-// chunk its own transaction. A job that a worker runs and fails again while the
-// redrive goes on may be redriven twice; the count taken at the start bounds the
-// whole.
-func retryWithBar(ctx context.Context, c *pgrun.Client, f pgrun.RetryFilter, stderr io.Writer, off bool) (int, error) {
-	if f.Max < 1 || !progress.Enabled(stderr, off) {
-		return c.RetryJobs(ctx, f)
-	}
-	total, err := c.CountRetryable(ctx, f)
-	if err != nil {
-		return 0, err
-	}
-	b := newBar(stderr, "retry", total, off)
-	defer b.Done()
-	done := 0
-	for done < total {
-		f.Max = min(retryChunk, total-done)
-		n, err := c.RetryJobs(ctx, f)
-		done += n
-		b.Set(int64(done))
-		if err != nil {
-			return done, err
-		}
-		if n < f.Max {
-			break // fewer left than counted: someone else redrove some
-		}
-	}
-	return done, nil
 }
 
 // barred wraps a bench's completed-jobs counter so that each reading also moves bar.

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -85,35 +84,6 @@ func TestEnqueueWithBarOnATerminal(t *testing.T) {
 	require.Zero(t, count(t, pool, `select count(*) from pgrun.jobs where queue = 'atomic'`))
 }
 
-// A bulk retry with a bar redrives in chunks what it counted first, and says how
-// many; the bar reaches that count.
-func TestBulkRetryWithBarOnATerminal(t *testing.T) {
-	_, pool := newCLI(t)
-	ctx := context.Background()
-	ptmx, tty := openPTY(t)
-	n := 2*retryChunk + 3
-	_, err := pool.Exec(ctx, `select pgrun.enqueue_job('noop', queue => 'dead') from generate_series(1, $1)`, n+5)
-	require.NoError(t, err)
-	_, err = pool.Exec(ctx, `select pgrun.fail_job(j.id, j.attempt, '{"message": "x"}', retryable => false)
-		from pgrun.claim_jobs('dead', 'w1', $1) j`, n+5)
-	require.NoError(t, err)
-
-	c := client(t, pool)
-	got, err := retryWithBar(ctx, c, pgrun.RetryFilter{Queue: "dead", Since: time.Now().Add(time.Hour), Max: n}, tty, false)
-	require.NoError(t, err)
-	require.Zero(t, got, "--since later than every failure: none")
-	got, err = retryWithBar(ctx, c, pgrun.RetryFilter{Queue: "dead", Max: n}, tty, false)
-	require.NoError(t, err)
-	require.Equal(t, n, got)
-	require.Equal(t, n, count(t, pool, `select count(*) from pgrun.jobs where queue = 'dead' and status = 'queued'`))
-	require.Equal(t, 5, count(t, pool, `select count(*) from pgrun.jobs where queue = 'dead' and status = 'failed'`))
-	readUntil(t, ptmx, fmt.Sprintf("%d/%d", n, n))
-
-	got, err = retryWithBar(ctx, c, pgrun.RetryFilter{Queue: "dead", Max: 1000}, tty, false)
-	require.NoError(t, err)
-	require.Equal(t, 5, got, "the rest, fewer than the limit")
-}
-
 // Without a terminal (here a buffer, as in a pipe or a log) the commands print
 // exactly their result lines: no bar, no carriage return.
 func TestLongCommandsDrawNoBarWithoutATerminal(t *testing.T) {
@@ -127,10 +97,4 @@ func TestLongCommandsDrawNoBarWithoutATerminal(t *testing.T) {
 	out, err = c.run("job", "retry", "--queue", "default")
 	require.NoError(t, err)
 	require.Equal(t, "3 failed jobs queued again\n", out)
-
-	var buf bytes.Buffer
-	got, err := retryWithBar(context.Background(), client(t, pool), pgrun.RetryFilter{Queue: "default", Max: 10}, &buf, false)
-	require.NoError(t, err)
-	require.Zero(t, got)
-	require.Empty(t, buf.String())
 }
