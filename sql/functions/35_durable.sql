@@ -349,6 +349,58 @@ as $$
   select pg_advisory_xact_lock(hashtextextended('pgrun.event:' || coalesce(tenant, '') || ':' || name, 0))
 $$;
 
+-- wait_timed_out reports whether job j's wait of step name ran out (wake_waits
+-- marked it).
+create or replace function pgrun.wait_timed_out(j pgrun.jobs, name text)
+returns boolean
+language sql
+stable
+set search_path = pgrun, pg_catalog
+as $$
+  select coalesce((select w.timed_out from pgrun.job_waits w where w.job_id = j.id and w.step = name), false)
+$$;
+
+-- answer_wait records the answer of job j's await, step name at pos of kind (event
+-- or job), and drops its wait.
+create or replace function pgrun.answer_wait(j pgrun.jobs, name text, pos integer, kind text, result jsonb)
+returns void
+language plpgsql
+set search_path = pgrun, pg_catalog
+as $$
+begin
+  perform pgrun.record_step(j, name, pos, kind, result);
+  delete from pgrun.job_waits w where w.job_id = j.id and w.step = name;
+end;
+$$;
+
+-- park_await parks job j (waiting) on step name until until, for event or for job
+-- awaited (the other NULL), with message for its event. Returns 'parked'.
+create or replace function pgrun.park_await(j pgrun.jobs, name text, event text, awaited bigint,
+                                            until timestamptz, message text)
+returns text
+language plpgsql
+set search_path = pgrun, pg_catalog
+as $$
+begin
+  insert into pgrun.job_waits (job_id, step, event, awaited_job, tenant, until, created_at)
+  values (j.id, name, event, awaited, coalesce(j.tenant, ''), until, pgrun.clock())
+  on conflict (job_id, step) where job_id is not null
+  do update set event = excluded.event, awaited_job = excluded.awaited_job, until = excluded.until,
+                timed_out = false, created_at = excluded.created_at;
+  return pgrun.park_job(j, null, 'job.awaiting', message,
+                        jsonb_strip_nulls(jsonb_build_object('step', name, 'event', event, 'job', awaited, 'until', until)));
+end;
+$$;
+
+-- notify_queues wakes the claimers of each of queues (NULL: none).
+create or replace function pgrun.notify_queues(queues text[])
+returns void
+language sql
+set search_path = pgrun, pg_catalog
+as $$
+  select pg_notify('pgrun_jobs', q) from unnest(coalesce(queues, '{}')) q
+$$;
+
 -- await_event waits, as step name (at position) of job id, for event (of the job's
 -- tenant) for at most timeout: 'done' with the payload when it was emitted (before
 -- the await or since), 'timeout' once the time ran out, or 'parked' (the job waits,
@@ -372,7 +424,6 @@ declare
   v_now  timestamptz := pgrun.clock();
   j      pgrun.jobs;
   r      record;
-  v_timed_out boolean;
   e      pgrun.events;
 begin
   perform pgrun.check_step(name, pos);
@@ -401,29 +452,20 @@ begin
     status := 'stale';
     return;
   end if;
-  select w.timed_out into v_timed_out from pgrun.job_waits w where w.job_id = j.id and w.step = name;
-  if coalesce(v_timed_out, false) then
-    perform pgrun.record_step(j, name, pos, 'event', jsonb_build_object('event', event, 'timeout', true));
-    delete from pgrun.job_waits w where w.job_id = j.id and w.step = name;
+  if pgrun.wait_timed_out(j, name) then
+    perform pgrun.answer_wait(j, name, pos, 'event', jsonb_build_object('event', event, 'timeout', true));
     status := 'timeout';
     return;
   end if;
   select * into e from pgrun.events x where x.tenant = coalesce(j.tenant, '') and x.name = event;
   if found then
-    perform pgrun.record_step(j, name, pos, 'event', jsonb_build_object('event', event, 'payload', e.payload));
-    delete from pgrun.job_waits w where w.job_id = j.id and w.step = name;
+    perform pgrun.answer_wait(j, name, pos, 'event', jsonb_build_object('event', event, 'payload', e.payload));
     status := 'done';
     payload := e.payload;
     return;
   end if;
-  insert into pgrun.job_waits (job_id, step, event, tenant, until, created_at)
-  values (j.id, name, event, coalesce(j.tenant, ''), v_now + coalesce(timeout, pgrun.max_wait()), v_now)
-  on conflict (job_id, step) where job_id is not null
-  do update set event = excluded.event, awaited_job = null, until = excluded.until, timed_out = false,
-                created_at = excluded.created_at;
-  status := pgrun.park_job(j, null, 'job.awaiting', format('waiting (step %s) for event %s', name, event),
-                           jsonb_build_object('step', name, 'event', event,
-                                              'until', v_now + coalesce(timeout, pgrun.max_wait())));
+  status := pgrun.park_await(j, name, event, null, v_now + coalesce(timeout, pgrun.max_wait()),
+                             format('waiting (step %s) for event %s', name, event));
 end;
 $$;
 
@@ -441,7 +483,6 @@ as $$
 declare
   v_tenant text := coalesce(pgrun.session_tenant(), '');
   v_queues text[];
-  q        text;
 begin
   perform pgrun.check_event_name(name);
   perform pgrun.check_json_size('event payload', payload);
@@ -463,9 +504,7 @@ begin
     returning x.queue
   )
   select array_agg(distinct queued.queue) into v_queues from queued;
-  foreach q in array coalesce(v_queues, '{}') loop
-    perform pg_notify('pgrun_jobs', q);
-  end loop;
+  perform pgrun.notify_queues(v_queues);
   return true;
 end;
 $$;
@@ -561,7 +600,6 @@ declare
   j      pgrun.jobs;
   a      pgrun.jobs;
   r      record;
-  v_timed_out boolean;
 begin
   perform pgrun.check_step(name, pos);
   perform pgrun.check_interval('timeout', timeout, pgrun.max_wait());
@@ -589,29 +627,20 @@ begin
   if not found or not pgrun.may_touch(a.tenant) or (j.tenant is distinct from a.tenant and j.tenant is not null) then
     perform pgrun.job_not_found(awaited);
   end if;
-  select w.timed_out into v_timed_out from pgrun.job_waits w where w.job_id = j.id and w.step = name;
-  if coalesce(v_timed_out, false) then
-    perform pgrun.record_step(j, name, pos, 'job', jsonb_build_object('timeout', true, 'id', awaited));
-    delete from pgrun.job_waits w where w.job_id = j.id and w.step = name;
-    status := 'timeout';
+  if pgrun.wait_timed_out(j, name) then
     outcome := jsonb_build_object('timeout', true, 'id', awaited);
+    perform pgrun.answer_wait(j, name, pos, 'job', outcome);
+    status := 'timeout';
     return;
   end if;
   if a.status in ('succeeded', 'failed', 'cancelled', 'skipped') then
     outcome := pgrun.job_outcome(a);
-    perform pgrun.record_step(j, name, pos, 'job', outcome);
-    delete from pgrun.job_waits w where w.job_id = j.id and w.step = name;
+    perform pgrun.answer_wait(j, name, pos, 'job', outcome);
     status := 'done';
     return;
   end if;
-  insert into pgrun.job_waits (job_id, step, awaited_job, tenant, until, created_at)
-  values (j.id, name, awaited, coalesce(j.tenant, ''), v_now + coalesce(timeout, pgrun.max_wait()), v_now)
-  on conflict (job_id, step) where job_id is not null
-  do update set awaited_job = excluded.awaited_job, event = null, until = excluded.until, timed_out = false,
-                created_at = excluded.created_at;
-  status := pgrun.park_job(j, null, 'job.awaiting', format('waiting (step %s) for job %s', name, awaited),
-                           jsonb_build_object('step', name, 'job', awaited,
-                                              'until', v_now + coalesce(timeout, pgrun.max_wait())));
+  status := pgrun.park_await(j, name, null, awaited, v_now + coalesce(timeout, pgrun.max_wait()),
+                             format('waiting (step %s) for job %s', name, awaited));
 end;
 $$;
 
@@ -691,7 +720,6 @@ declare
   n        integer;
   v_queues text[];
   v_done   bigint[];
-  q        text;
   d        bigint;
 begin
   with answered as (
@@ -710,9 +738,7 @@ begin
          (select array_agg(distinct queued.queue) from queued),
          (select array_agg(distinct k.awaited_job) from answered k where k.job_id is null)
   into n, v_queues, v_done;
-  foreach q in array coalesce(v_queues, '{}') loop
-    perform pg_notify('pgrun_jobs', q);
-  end loop;
+  perform pgrun.notify_queues(v_queues);
   foreach d in array coalesce(v_done, '{}') loop
     perform pg_notify('pgrun_done', d::text);
   end loop;
@@ -732,7 +758,6 @@ declare
   v_now    timestamptz := pgrun.clock();
   n        integer;
   v_queues text[];
-  q        text;
 begin
   with due as (
     select w.id from pgrun.job_waits w
@@ -758,9 +783,7 @@ begin
   select (select count(*) from dropped) + (select count(*) from marked),
          (select array_agg(distinct queued.queue) from queued)
   into n, v_queues;
-  foreach q in array coalesce(v_queues, '{}') loop
-    perform pg_notify('pgrun_jobs', q);
-  end loop;
+  perform pgrun.notify_queues(v_queues);
   return n;
 end;
 $$;
