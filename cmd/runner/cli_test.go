@@ -218,11 +218,14 @@ func TestOperationsCommands(t *testing.T) {
 	_, err = c.run("schedule", "rm", "tick")
 	require.Error(t, err)
 	require.Contains(t, oneLine(err), "schedule 'tick' does not exist")
+	require.Contains(t, oneLine(err), "(hint: list schedules with `runner schedule list`)", "the hint names a runner command, not SQL")
 
 	// A queue no job has used yet does not exist: pausing it fails and creates nothing.
 	_, err = c.run("queue", "pause", "images")
 	require.Error(t, err)
 	require.Contains(t, oneLine(err), "queue 'images' does not exist")
+	require.Contains(t, oneLine(err), "`runner queue set NAME`")
+	require.NotContains(t, oneLine(err), "SELECT")
 	require.Zero(t, count(t, pool, `select count(*) from pgrun.queues where name = 'images'`))
 	_, err = c.run("job", "enqueue", "noop", "--queue", "images")
 	require.NoError(t, err)
@@ -298,7 +301,7 @@ func TestSchedulePauseAndResumeKeepSettings(t *testing.T) {
 
 	for _, verb := range []string{"pause", "resume"} {
 		code, stderr := stderrOf("schedule", verb, "nigthly", "--database-url", c.url)
-		requireOneLineError(t, code, stderr, "schedule 'nigthly' does not exist", "(hint: List them with:")
+		requireOneLineError(t, code, stderr, "schedule 'nigthly' does not exist", "(hint: list schedules with `runner schedule list`)")
 	}
 }
 
@@ -309,7 +312,7 @@ func TestQueuePauseOfUnknownQueueFails(t *testing.T) {
 	for _, verb := range []string{"pause", "resume"} {
 		code, stderr := stderrOf("queue", verb, "imagse", "--database-url", c.url)
 		requireOneLineError(t, code, stderr, "runner: queue 'imagse' does not exist",
-			"(hint: List queues with: SELECT name, paused FROM pgrun.queues")
+			"(hint: list queues with `runner queue list`; create one with `runner queue set NAME`)")
 	}
 	require.Zero(t, count(t, pool, `select count(*) from pgrun.queues where name = 'imagse' or paused`))
 	code, stderr := stderrOf("queue", "pause", "images", "--database-url", c.url)

@@ -105,12 +105,43 @@ func appendNew(list []string, s string) []string {
 	return append(list, s)
 }
 
-// pgLine is a PostgreSQL error's message and, when it has one, its hint.
+// pgLine is a PostgreSQL error's message and, when it has one, its hint in the
+// command line's words (cliHint).
 func pgLine(pe *pgconn.PgError) string {
 	if pe.Hint == "" {
 		return pe.Message
 	}
-	return pe.Message + " (hint: " + pe.Hint + ")"
+	return pe.Message + " (hint: " + cliHint(pe.Hint) + ")"
+}
+
+// sqlHints pairs the hints of the SQL API that show a query, written for a psql
+// user, with the runner command that does the same, for a person at the command
+// line. A hint is matched by the query it shows, so its wording may change in SQL
+// without breaking the match; a hint with no command here is shown as SQL wrote it.
+var sqlHints = []struct {
+	query *regexp.Regexp
+	cli   string
+}{
+	{regexp.MustCompile(`(?i)FROM pgrun\.queues`), "list queues with `runner queue list`; create one with `runner queue set NAME`"},
+	{regexp.MustCompile(`(?i)SELECT id, kind, status FROM pgrun\.jobs`), "list jobs with `runner job list`"},
+	{regexp.MustCompile(`(?i)FROM pgrun\.jobs WHERE unique_key`), "find it with `runner job list`, then wait for it or `runner job cancel ID`"},
+	{regexp.MustCompile(`(?i)FROM pgrun\.runs WHERE unique_key`), "wait for that run or cancel it with `runner workflow cancel ID`"},
+	{regexp.MustCompile(`(?i)FROM pgrun\.runs`), "see a run with `runner workflow status ID`"},
+	{regexp.MustCompile(`(?i)FROM pgrun\.schedules`), "list schedules with `runner schedule list`"},
+	{regexp.MustCompile(`(?i)FROM pgrun\.workers`), "list hosts and workers with `runner worker list`"},
+	{regexp.MustCompile(`(?i)pgrun\.define_workflow`), "define it first with `runner workflow define FILE.json`"},
+	{regexp.MustCompile(`(?i)pgrun\.start_run`), "start a new run with `runner workflow start NAME`"},
+}
+
+// cliHint is hint in the command line's words: the runner command of sqlHints
+// whose query it shows, else hint as it is.
+func cliHint(hint string) string {
+	for _, h := range sqlHints {
+		if h.query.MatchString(hint) {
+			return h.cli
+		}
+	}
+	return hint
 }
 
 // flatten puts s on one line: its lines, trimmed, joined with "; " (or a space after

@@ -144,3 +144,25 @@ func TestMissingSchemaNeedsAPgrunObject(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, errorLine(status, missing[0]), "runner migrate up")
 }
+
+// TestCLIHintsNameRunnerCommands checks that the SQL API's hints which show a query
+// reach the command line as the runner command that does the same, and that a hint
+// with no such command passes unchanged.
+func TestCLIHintsNameRunnerCommands(t *testing.T) {
+	for hint, want := range map[string]string{
+		"List queues with: SELECT name, paused FROM pgrun.queues ORDER BY name;":                          "runner queue list",
+		"Check the id with: SELECT id, kind, status FROM pgrun.jobs ORDER BY id DESC LIMIT 20":            "runner job list",
+		"List runs with: SELECT id, workflow, status FROM pgrun.runs ORDER BY id DESC LIMIT 20":           "runner workflow status ID",
+		"List them with: SELECT name, cron, next_fire_at FROM pgrun.schedules":                            "runner schedule list",
+		"Pass a host name as in SELECT DISTINCT host FROM pgrun.workers":                                  "runner worker list",
+		"Define it first: SELECT pgrun.define_workflow(name, spec)":                                       "runner workflow define",
+		"Start a new run: SELECT pgrun.start_run(workflow, input)":                                        "runner workflow start",
+		"Wait for or cancel the job that holds the key: SELECT id FROM pgrun.jobs WHERE unique_key = ...": "runner job cancel ID",
+		"Wait for or cancel the run that holds the key: SELECT id FROM pgrun.runs WHERE unique_key = ...": "runner workflow cancel ID",
+	} {
+		got := cliHint(hint)
+		require.Contains(t, got, want, hint)
+		require.NotContains(t, got, "SELECT", hint)
+	}
+	require.Equal(t, "Claim 1 to 10000 jobs per call.", cliHint("Claim 1 to 10000 jobs per call."))
+}
