@@ -1,11 +1,7 @@
-// pgrun dashboard: confirmations for actions, select-all, and live updates. The
-// page is rendered on the server; on each "change" event from /events (fed by
-// LISTEN on the engine's channels) this script fetches the page's live part again,
-// at most once a second, and never while the operator is in the middle of
-// something (a dialog, a ticked box, a focused field).
+// pgrun dashboard: confirmations for actions and select-all. Live updates are in
+// live.js, the keyboard shortcuts in keys.js, the colour theme in theme.js.
 "use strict";
 (function () {
-  const live = document.getElementById("live");
   const dialog = document.getElementById("confirm");
 
   const text = document.getElementById("confirm-text");
@@ -176,65 +172,6 @@
     }
   });
 
-  if (!document.body.dataset.live || !window.EventSource) {
-    return;
-  }
-  const dot = document.getElementById("live-dot");
-  let pending = false;
-  let busy = false;
-  let last = 0;
-
-  function blocked() {
-    if (dialog.open) {
-      return true;
-    }
-    if (live.querySelector('input[type="checkbox"]:checked')) {
-      return true;
-    }
-    const a = document.activeElement;
-    return !!(a && live.contains(a) && /^(INPUT|SELECT|TEXTAREA)$/.test(a.tagName));
-  }
-
-  async function refresh() {
-    if (busy || !pending) {
-      return;
-    }
-    const wait = last + 1000 - Date.now();
-    if (blocked() || wait > 0) {
-      setTimeout(refresh, Math.max(wait, 500));
-      return;
-    }
-    busy = true;
-    pending = false;
-    last = Date.now();
-    try {
-      const r = await fetch(location.href, { headers: { "X-Pgrun-Live": "1" }, credentials: "same-origin" });
-      if (r.ok && !blocked()) {
-        live.innerHTML = await r.text();
-        label();
-        document.body.dataset.refreshed = String(Number(document.body.dataset.refreshed || 0) + 1);
-      }
-    } catch (err) {
-      // the next event tries again
-    } finally {
-      busy = false;
-      if (pending) {
-        setTimeout(refresh, 1000);
-      }
-    }
-  }
-
-  // since: the change count the page was rendered under; a change the page missed
-  // before the stream opened comes at once.
-  const events = new EventSource("/events?since=" + encodeURIComponent(document.body.dataset.seq || "0"));
-  events.addEventListener("open", function () {
-    dot.classList.add("on");
-  });
-  events.addEventListener("error", function () {
-    dot.classList.remove("on");
-  });
-  events.addEventListener("change", function () {
-    pending = true;
-    refresh();
-  });
+  // live.js re-rendered part of the page: its boxes and counts are new.
+  document.addEventListener("pgrun:rendered", label);
 })();
