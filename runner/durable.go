@@ -83,6 +83,9 @@ func durableCall[A any](j *Job[A], what, name string) (*execution, int32, error)
 	if j == nil || j.exec == nil {
 		return nil, 0, fmt.Errorf("runner: %s %q: the job is not running in a handler of this runner", what, name)
 	}
+	if j.exec.batch.Load() != nil {
+		return nil, 0, fmt.Errorf("runner: %s %q of job %d: %w", what, name, j.ID, ErrDurableInBatch)
+	}
 	return j.exec, j.exec.steps.Add(1) - 1, nil
 }
 

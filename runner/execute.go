@@ -87,6 +87,10 @@ type execution struct {
 	recordedOnce sync.Once
 	recorded     map[string]recordedStep
 	recordedErr  error
+	// batch is the batch call the job joined, for a kind registered with HandleBatch
+	// (batch.go): the watchdog judges the call, not the job, and durable calls are
+	// refused.
+	batch atomic.Pointer[batchCall]
 }
 
 // reportTimeout bounds how long reporting an outcome may keep retrying through

@@ -27,6 +27,20 @@ type Job[T any] struct {
 	Args T
 
 	exec *execution
+	// ctx is the context the job's handler was called with (see Context).
+	ctx context.Context
+}
+
+// Context is the job's own context: the one its handler was called with, carrying
+// what middleware put in it, and cancelled when this job stops (an operator's cancel,
+// its timeout, a lost lease, the end of a shutdown's grace), with the cause
+// (context.Cause) saying which. A per-job handler has it as its ctx already; a batch
+// handler ([HandleBatch]) reads each job's here, since its own ctx is the batch's.
+func (j *Job[T]) Context() context.Context {
+	if j.ctx == nil {
+		return context.Background()
+	}
+	return j.ctx
 }
 
 // Emit appends an event to the job's audit log (pgrun.emit); it also counts as a
@@ -70,20 +84,31 @@ func Handle[T any](r *Runner, kind string, fn func(ctx context.Context, j *Job[T
 	// the decoder would make non-nil.)
 	structArgs := reflect.TypeFor[T]().Kind() == reflect.Struct
 	return r.handle(kind, func(ctx context.Context, row *pgrun.Job) (any, error) {
-		j := &Job[T]{Job: row, exec: executionFrom(ctx)}
-		if len(row.Args) > 0 && !(structArgs && string(row.Args) == "{}") {
-			if err := json.Unmarshal(row.Args, &j.Args); err != nil {
-				return nil, Permanent(fmt.Errorf("decode args of %s job %d: %w", kind, row.ID, err))
-			}
-		}
-		// &j.Args has both value and pointer methods, so either kind of Validate counts.
-		if v, ok := any(&j.Args).(Validator); ok {
-			if err := v.Validate(); err != nil {
-				return nil, Permanent(invalidArgsError{err})
-			}
+		j, err := newJob[T](ctx, kind, row, structArgs)
+		if err != nil {
+			return nil, err
 		}
 		return fn(ctx, j)
 	})
+}
+
+// newJob makes the typed job of row for a handler called with ctx: its args decoded
+// into T and validated. Args that do not decode or validate are a permanent error,
+// since no retry can fix them. structArgs says T is a struct (see Handle).
+func newJob[T any](ctx context.Context, kind string, row *pgrun.Job, structArgs bool) (*Job[T], error) {
+	j := &Job[T]{Job: row, exec: executionFrom(ctx), ctx: ctx}
+	if len(row.Args) > 0 && !(structArgs && string(row.Args) == "{}") {
+		if err := json.Unmarshal(row.Args, &j.Args); err != nil {
+			return nil, Permanent(fmt.Errorf("decode args of %s job %d: %w", kind, row.ID, err))
+		}
+	}
+	// &j.Args has both value and pointer methods, so either kind of Validate counts.
+	if v, ok := any(&j.Args).(Validator); ok {
+		if err := v.Validate(); err != nil {
+			return nil, Permanent(invalidArgsError{err})
+		}
+	}
+	return j, nil
 }
 
 // JobArgs is pgrun.JobArgs: args types that name their kind, so that the kind string

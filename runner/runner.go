@@ -202,6 +202,9 @@ type Runner struct {
 	// workersStop, closed when Run returns, ends the idle ones.
 	handoff     chan *execution
 	workersStop chan struct{}
+	// batchers gather the jobs of the kinds registered with HandleBatch (batch.go);
+	// guarded by mu.
+	batchers []*batcher
 }
 
 // New returns a runner on pool, or the first problem with cfg (see
@@ -495,6 +498,7 @@ func (r *Runner) Run(ctx context.Context) error {
 // shutdown waits up to the grace period for in-flight jobs, then cancels the rest
 // with ErrShutdown (their executions requeue them) and waits for them to return.
 func (r *Runner) shutdown() {
+	r.flushBatches() // a batch waiting to fill runs now, inside the grace period
 	done := make(chan struct{})
 	go func() { r.execWG.Wait(); close(done) }()
 	n := r.inFlight()
@@ -526,7 +530,7 @@ func (r *Runner) shutdown() {
 		if !e.reported.CompareAndSwap(false, true) {
 			continue
 		}
-		r.abandoned.Add(1)
+		r.abandoned.Add(e.abandonCount())
 		r.log.Error("handler ignored cancellation; requeueing its job and abandoning it", "job", e.job.ID, "kind", e.job.Kind)
 		e.requeue(context.Background(), "runner shut down; handler ignored cancellation")
 		if next := e.finish(); next != nil { // the slot passes to a ready job

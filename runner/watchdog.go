@@ -107,7 +107,7 @@ func (r *Runner) watch(now time.Time) {
 		if e.ctx.Err() != nil {
 			e.cancelledAt.CompareAndSwap(0, now.UnixNano())
 		}
-		at := e.cancelledAt.Load()
+		at := e.abandonFrom()
 		if at == 0 || now.Sub(time.Unix(0, at)) <= w.AbandonAfter {
 			continue
 		}
@@ -119,7 +119,7 @@ func (r *Runner) watch(now time.Time) {
 		if !e.reported.CompareAndSwap(false, true) {
 			continue
 		}
-		n := r.abandoned.Add(1)
+		n := r.abandoned.Add(e.abandonCount())
 		r.log.Error("handler ignored its cancelled context; abandoning it", "job", e.job.ID, "kind", e.job.Kind,
 			"cause", context.Cause(&e.ctx), "abandoned", n)
 		e.report(nil, context.Cause(&e.ctx))

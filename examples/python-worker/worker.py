@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """A pgrun worker in plain Python (psycopg 3): worker.py DATABASE_URL QUEUE. It uses the
 SQL API alone (docs/sql-api.md#write-a-worker-in-your-language): whether a failure is
-retried, when, and what a lost lease means are the database's rules, not this file's."""
+retried, when, and what a lost lease means are the database's rules, not this file's.
+With PGRUN_BATCH=N it runs in batch mode (README.md): up to N jobs claimed together,
+one handler call for all of them, each job reported on its own."""
 import os, select, signal, socket, sys, threading, time
 from datetime import datetime, timedelta, timezone
 import psycopg
@@ -9,11 +11,17 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 URL, QUEUE = sys.argv[1], sys.argv[2]
 WORKER = os.environ.get("PGRUN_WORKER_ID") or f"py:{socket.gethostname()}:{os.getpid()}"
-KINDS = ["noop", "echo", "sleep", "fail", "later", "fanout",
+BATCH = int(os.environ.get("PGRUN_BATCH") or 0)  # batch mode: up to BATCH jobs a handler call (1 to 1000)
+LINGER = int(os.environ.get("PGRUN_BATCH_LINGER_MS") or 50) / 1000  # how long a batch waits to fill (0 to 10000 ms)
+if not 0 <= BATCH <= 1000 or not 0 <= LINGER <= 10: sys.exit(f"PGRUN_BATCH {BATCH} (0 to 1000) or PGRUN_BATCH_LINGER_MS is out of bounds")
+# Batch mode serves the kinds that run at once: its jobs wait for each other, and a
+# durable step is one job's code resumed on its own (as runner.HandleBatch does).
+KINDS = ["noop", "echo", "fail", "later", "fanout"] if BATCH else ["noop", "echo", "sleep", "fail", "later", "fanout",
          "durable_steps", "durable_flaky", "durable_sleep", "durable_event", "durable_spawn", "durable_mismatch"]
 stop, cancelled, lock = threading.Event(), threading.Event(), threading.Lock()
-current = None      # the job being run: (id, claim_id), read by the keeper thread
-renew_every = 10.0  # a third of the claim's lease (lease_length)
+current = []        # the jobs being run: [(id, claim_id)], read by the keeper thread
+lost = set()        # batch mode: ids of current jobs no longer ours (cancelled, timed out, taken back)
+renew_every = 10.0  # a third of the claims' shortest lease (lease_length)
 
 class Permanent(Exception): pass  # reported with retryable => false
 class Later(Exception): pass      # put back without spending an attempt
@@ -128,10 +136,14 @@ def wait(conn, timeout):
     while (n := conn.pgconn.notifies()) is not None: out.append(n.extra.decode())
     return out
 
-def interrupt(job):
-    """Ends job's handler early, unless the main loop has moved on from job already."""
+def interrupt(jobs, gone=()):
+    """Ends the running job's handler early, unless the main loop has moved on from it
+    already. A batch's handler runs on for its other jobs: the ids in gone are only
+    marked lost, and are not reported."""
     with lock:
-        if current == job: cancelled.set()
+        if not set(jobs) & set(current): return
+        if BATCH: lost.update(gone)
+        else: cancelled.set()
 
 def keeper():
     """Renews the running job's lease every third of it and heartbeats; a cancel
@@ -144,18 +156,61 @@ def keeper():
         last = 0.0
         while not stop.is_set() or current:
             notes = wait(conn, 0.2)
-            with lock: job, every = current, renew_every
-            if job and stop.is_set(): interrupt(job)
-            hinted = job and any(p.split(":")[0] == str(job[0]) for p in notes)
+            with lock: held, every = list(current), renew_every
+            if held and stop.is_set(): interrupt(held)
+            hinted = any(p.split(":")[0] == str(h[0]) for p in notes for h in held)
             if time.monotonic() - last < every and not hinted: continue
             last = time.monotonic()
-            if job and not conn.execute("select pgrun.renew_leases(%s, %s, null, %s)", (WORKER, [job[0]], [job[1]])).fetchall():
-                interrupt(job)
+            if held:
+                kept = {r[0] for r in conn.execute("select pgrun.renew_leases(%s, %s::bigint[], null, %s::uuid[])",
+                                                   (WORKER, [h[0] for h in held], [h[1] for h in held]))}
+                if gone := [h for h in held if h[0] not in kept]: interrupt(gone, [h[0] for h in gone])
             conn.execute("select pgrun.worker_heartbeat(%s, %s, %s, %s, cadence => make_interval(secs => %s), kinds => %s)",
                          (WORKER, socket.gethostname(), os.getpid(), [QUEUE], every, KINDS))
 
-def main():
+def hold(jobs):
+    """Makes jobs the ones the keeper renews."""
     global current, renew_every
+    with lock:
+        current = [(j["id"], j["claim_id"]) for j in jobs]
+        renew_every = min(j["lease_length"].total_seconds() for j in jobs) / 3 if jobs else renew_every
+
+def claim_batch(conn):
+    """Claims up to BATCH jobs, then claims more as notifications come, for at most
+    LINGER after the first arrived, until the batch is full."""
+    claim = "select * from pgrun.claim_jobs(%s, %s, %s, kinds => %s)"
+    jobs = conn.execute(claim, (QUEUE, WORKER, BATCH, KINDS)).fetchall()
+    deadline = time.monotonic() + LINGER
+    while jobs and len(jobs) < BATCH and not stop.is_set() and (left := deadline - time.monotonic()) > 0:
+        hold(jobs)  # renewed while the batch fills
+        if wait(conn, left): jobs += conn.execute(claim, (QUEUE, WORKER, BATCH - len(jobs), KINDS)).fetchall()
+    return jobs
+
+def handle_batch(conn, jobs):
+    """The batch handler: one call for the jobs claimed together, which returns one
+    (result, error) per job, in order. Here it runs the example kinds one by one; a
+    real one makes one call for all (a model's forward pass over every job's input)."""
+    out = []
+    for job in jobs:
+        try: out.append((handle(conn, job), None))
+        except Exception as e: out.append((None, e))
+    return out
+
+def report_batch(conn, jobs, outcomes):
+    """Reports each job of a batch on its own: the successes in one complete_jobs call,
+    each failure as report() does; nothing for a job that is no longer ours."""
+    with lock: gone = set(lost)
+    done = [(j, r) for j, (r, e) in zip(jobs, outcomes) if e is None and j["id"] not in gone]
+    if done:
+        results = [Jsonb(r) if r is not None else None for _, r in done]
+        conn.execute("select pgrun.complete_jobs(%s::bigint[], %s::int[], %s::jsonb[], %s, %s::uuid[])",
+                     ([j["id"] for j, _ in done], [j["attempt"] for j, _ in done],
+                      results if any(r is not None for r in results) else None, WORKER, [j["claim_id"] for j, _ in done]))
+    for j, (_, e) in zip(jobs, outcomes):
+        if e is not None and j["id"] not in gone: report(conn, j, None, e)
+
+def main():
+    global current
     signal.signal(signal.SIGTERM, lambda *_: stop.set())  # nothing else: see keeper
     threading.Thread(target=keeper, daemon=True).start()
     with psycopg.connect(URL, autocommit=True, row_factory=dict_row) as conn:
@@ -164,17 +219,24 @@ def main():
         while True:
             cancelled.clear()  # before the check: a SIGTERM after it interrupts the next job
             if stop.is_set(): break
+            if BATCH:
+                jobs = claim_batch(conn)
+                if not jobs:
+                    wait(conn, 1.0)
+                    continue
+                hold(jobs)
+                report_batch(conn, jobs, handle_batch(conn, jobs))
+                with lock: current = []; lost.clear()
+                continue
             job = conn.execute("select * from pgrun.claim_job(%s, %s, %s)", (QUEUE, WORKER, KINDS)).fetchone()
             if job is None:
                 wait(conn, 1.0)  # a notification, or poll each second
                 continue
-            with lock:
-                current = (job["id"], job["claim_id"])
-                renew_every = job["lease_length"].total_seconds() / 3
+            hold([job])
             try: result, err = handle(conn, job), None
             except Exception as e: result, err = None, e
             report(conn, job, result, err)
-            with lock: current = None
+            with lock: current = []
         conn.execute("select pgrun.worker_heartbeat(%s, %s, %s, %s, state => 'stopped')",
                      (WORKER, socket.gethostname(), os.getpid(), [QUEUE]))
 
