@@ -453,9 +453,9 @@ func TestHealthArgumentsAndPrivileges(t *testing.T) {
 	testkit.Denied(t, b, testkit.AsRole(t, b, ""), `select * from pgrun.health()`)
 }
 
-// ui.DisableJIT turns JIT off for every connection of a pool, and leaves a pool
-// that chose jit itself alone.
-func TestUIDisableJITTurnsJITOffPerConnection(t *testing.T) {
+// ui.TunePool turns JIT and parallel query off for every connection of a pool, and
+// leaves a setting the pool chose itself alone.
+func TestUITunePoolTurnsJITAndParallelQueryOffPerConnection(t *testing.T) {
 	b := testkit.Setup(t)
 	show := func(cfg *pgxpool.Config) string {
 		p, err := pgxpool.NewWithConfig(b.Ctx, cfg)
@@ -467,8 +467,14 @@ func TestUIDisableJITTurnsJITOffPerConnection(t *testing.T) {
 	}
 	cfg, err := pgxpool.ParseConfig(b.URL)
 	require.NoError(t, err)
-	ui.DisableJIT(cfg)
+	ui.TunePool(cfg)
 	require.Equal(t, "off", show(cfg))
+	p, err := pgxpool.NewWithConfig(b.Ctx, cfg)
+	require.NoError(t, err)
+	var workers string
+	require.NoError(t, p.QueryRow(b.Ctx, `show max_parallel_workers_per_gather`).Scan(&workers))
+	p.Close()
+	require.Equal(t, "0", workers)
 
 	u, err := url.Parse(b.URL)
 	require.NoError(t, err)
@@ -477,12 +483,12 @@ func TestUIDisableJITTurnsJITOffPerConnection(t *testing.T) {
 	u.RawQuery = q.Encode()
 	cfg, err = pgxpool.ParseConfig(u.String())
 	require.NoError(t, err)
-	ui.DisableJIT(cfg)
+	ui.TunePool(cfg)
 	require.Equal(t, "on", show(cfg))
 }
 
 // BenchmarkUIOverviewNewConnection times the overview's first request on new
-// connections, with the server's JIT setting and with ui.DisableJIT, against the
+// connections, with the server's JIT setting and with ui.TunePool, against the
 // database PGRUN_UI_BENCH_URL names (scripts/ui-bench.sh fills one with 5 million
 // jobs). Each iteration builds a new pool and dashboard, untimed, and times the one
 // request; ns/op is the page's time.
@@ -499,7 +505,7 @@ func BenchmarkUIOverviewNewConnection(b *testing.B) {
 				cfg, err := pgxpool.ParseConfig(dbURL)
 				require.NoError(b, err)
 				if !jit {
-					ui.DisableJIT(cfg)
+					ui.TunePool(cfg)
 				}
 				pool, err := pgxpool.NewWithConfig(ctx, cfg)
 				require.NoError(b, err)

@@ -78,6 +78,27 @@ select pgrun.define_workflow('ingest', '{"nodes": [
   {"name": "index", "kind": "index", "deps": ["embed", "approve"]},
   {"name": "notify", "kind": "send_email", "deps": ["index", "thumbnails"], "optional": true}]}');
 select pgrun.start_run('ingest', jsonb_build_object('url', 'https://example.com/batch/' || g)) from generate_series(1, 3) g;
+-- An incident for the errors page: the mail server refuses with 421 for a while (a
+-- burst in the last ten minutes, each message with its own session id), and a few
+-- mailboxes are gone for good (550).
+do $$
+declare
+  v bigint;
+  t timestamptz;
+begin
+  for g in 1..160 loop
+    select id into v from pgrun.enqueue_job('send_email', jsonb_build_object('to', 'user' || g || '@example.com'), queue => 'emails');
+    t := now() - interval '10 minutes' + g * interval '3.5 seconds';
+    update pgrun.jobs set attempt = 3, failures = 3, max_attempts = 3, claimed_by = 'host-1/w' || (g % 4),
+      created_at = t - interval '2 minutes', run_at = t - interval '1 second', started_at = t,
+      finished_at = t + (200 + g % 300) * interval '1 millisecond', status = 'failed',
+      error = jsonb_build_object('class', 'transient', 'message',
+        case when g % 9 = 0 then format('550 5.1.1 <user%s@example.com>: mailbox unavailable', g)
+             else format('smtp 421 4.7.0 [10.0.3.%s] try again later (session %s)', g % 250, left(md5(g::text), 12)) end)
+    where id = v;
+  end loop;
+end;
+$$;
 `
 
 // uiScreenshotAdvance moves run 3 along: fetch and parse done, embed running, the
@@ -107,6 +128,10 @@ func TestUIScreenshots(t *testing.T) {
 	require.NoError(t, err)
 	_, err = b.Pool.Exec(b.Ctx, uiScreenshotAdvance)
 	require.NoError(t, err)
+	// One image job has been running for three hours: first in the running list.
+	_, err = b.Pool.Exec(b.Ctx, `update pgrun.jobs set started_at = now() - interval '3 hours 12 minutes'
+		where id = (select min(id) from pgrun.jobs where status = 'running' and queue = 'images')`)
+	require.NoError(t, err)
 	var failed, running int64
 	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select max(id) filter (where status = 'failed' and run_id is null),
 		max(id) filter (where status = 'running' and queue = 'gpu' and progress_total is not null) from pgrun.jobs`).Scan(&failed, &running))
@@ -126,6 +151,9 @@ func TestUIScreenshots(t *testing.T) {
 		{"workers", "/workers", `section.host svg.chart`},
 		{"schedules", "/schedules", `tr[data-schedule]`},
 		{"dead", "/dead", `tr[data-job]`},
+		{"errors", "/errors?range=1h", `tr[data-group]`},
+		{"jobs-running", "/jobs?state=running", `tr[data-job]`},
+		{"overview-24h", "/?range=24h", `tr[data-queue="images"]`},
 	} {
 		var png []byte
 		shot := chromedp.FullScreenshot(&png, 100)
@@ -140,4 +168,24 @@ func TestUIScreenshots(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, p.name+".png"), png, 0o644))
 		t.Logf("%s: %s (%d bytes)", p.name, p.path, len(png))
 	}
+
+	// Dark mode (the theme choice theme.js keeps) and the keyboard help.
+	var png []byte
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Navigate(base+"/"),
+		chromedp.Evaluate(`localStorage.setItem("pgrun.theme", "dark")`, nil),
+		chromedp.Navigate(base+"/"),
+		chromedp.WaitVisible(`html[data-theme="dark"] tr[data-queue="images"]`, chromedp.ByQuery),
+		chromedp.FullScreenshot(&png, 100),
+	))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "overview-dark.png"), png, 0o644))
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Navigate(base+"/jobs"),
+		chromedp.WaitVisible(`tr[data-job]`, chromedp.ByQuery),
+		chromedp.KeyEvent("?"),
+		chromedp.WaitVisible(`#help`, chromedp.ByQuery),
+		chromedp.CaptureScreenshot(&png),
+		chromedp.Evaluate(`localStorage.removeItem("pgrun.theme")`, nil),
+	))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "keyboard-help.png"), png, 0o644))
 }

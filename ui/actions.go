@@ -419,7 +419,7 @@ func parseBulkForm(f form) (bulkForm, error) {
 		return bulkForm{}, err
 	}
 	q := url.Values{}
-	for _, k := range []string{"queue", "kind", "state", "from", "to", "id", "parent", "run", "arg", "error"} {
+	for _, k := range []string{"queue", "kind", "state", "from", "to", "id", "parent", "run", "arg", "error", "error_group"} {
 		q[k] = f.r.PostForm[k]
 	}
 	jf, err := parseJobFilter(q)

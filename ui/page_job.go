@@ -197,8 +197,8 @@ func (s *Server) job(w http.ResponseWriter, r *http.Request) {
 	}
 	if d.ChildTotal > 0 {
 		f := jobFilter{Parent: id}
-		args := append(append([]any{int64(1) << 62, id}, f.args()...), childrenShown)
-		if d.Children, err = collect[jobRow](ctx, s.pool, sqlapi.DashboardJobsByParent, args...); err != nil {
+		if d.Children, err = collect[jobRow](ctx, s.pool, sqlapi.JobsMatchingByParent, int64(1)<<62, id, f.matchJSON(),
+			childrenShown); err != nil {
 			problems = append(problems, problem("children", err))
 		}
 	}

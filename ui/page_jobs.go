@@ -3,17 +3,13 @@ package ui
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgrun/pgrun/internal/sqlapi"
 )
@@ -52,6 +48,8 @@ type jobRow struct {
 	ClaimedBy       *string    `db:"claimed_by" json:"claimed_by"`
 	ErrorClass      *string    `db:"error_class" json:"error_class"`
 	ErrorMessage    *string    `db:"error_message" json:"error_message"`
+	// Flags are what a running job's row warns of (flagRunning), with why.
+	Flags []jobFlag `db:"-" json:"flags,omitempty"`
 }
 
 // jobFilter is the jobs page's query string.
@@ -69,6 +67,13 @@ type jobFilter struct {
 	Before   int64     `json:"before,omitempty"` // the keyset cursor: ids below it
 	FromText string    `json:"-"`
 	ToText   string    `json:"-"`
+
+	// After is the cursor of the running and queued lists (listCursor): the jobs
+	// after it in the list's order.
+	After string `json:"after,omitempty"`
+
+	// ErrorGroup is a group of the errors page: pgrun.error_group of the message.
+	ErrorGroup string `json:"error_group,omitempty"`
 }
 
 // timeLayouts are what the time range fields accept, read as UTC unless they say.
@@ -79,6 +84,7 @@ func parseJobFilter(q url.Values) (jobFilter, error) {
 	f := jobFilter{Queue: strings.TrimSpace(q.Get("queue")), Kind: strings.TrimSpace(q.Get("kind")),
 		Arg: strings.TrimSpace(q.Get("arg")), Error: strings.TrimSpace(q.Get("error")),
 		FromText: strings.TrimSpace(q.Get("from")), ToText: strings.TrimSpace(q.Get("to"))}
+	f.ErrorGroup = strings.TrimSpace(q.Get("error_group"))
 	for _, st := range q["state"] {
 		for _, one := range strings.Split(st, ",") {
 			switch one = strings.TrimSpace(one); {
@@ -133,31 +139,17 @@ func parseJobFilter(q url.Values) (jobFilter, error) {
 			return f, fmt.Errorf("%s %q is not a time: use 2026-11-24T10:00 (UTC) or RFC 3339", t.name, t.text)
 		}
 	}
-	return f, nil
-}
-
-// args are the filter's parameters $3 .. $10 of the dashboard's own jobs statements
-// (sqlapi.DashboardJobs and its kin), the list's way for a role that may not call
-// pgrun.job_matches.
-func (f jobFilter) args() []any {
-	var argKey, argValue, errPattern any
-	if f.Arg != "" {
-		k, v, hasValue := strings.Cut(f.Arg, "=")
-		argKey = k
-		if hasValue {
-			argValue = v
+	if f.After = strings.TrimSpace(q.Get("after")); f.After != "" {
+		if _, err := parseCursor(f.order(), f.After); err != nil {
+			return f, err
 		}
 	}
-	if f.Error != "" {
-		errPattern = "%" + likeEscape(f.Error) + "%"
-	}
-	return []any{nilIfEmpty(f.Queue), nilIfEmpty(f.Kind), nilIfNone(f.States), nilIfZero(f.From), nilIfZero(f.To),
-		argKey, argValue, errPattern}
+	return f, nil
 }
 
 // match is the filter as pgrun.job_matches reads it (52_bulk.sql's keys): the rule
 // of the list and of the filter-wide actions alike. The cursor (Before) is paging,
-// not filtering, and is left out.
+// not filtering, and is left out, as is After.
 func (f jobFilter) match() map[string]any {
 	m := map[string]any{}
 	put := func(key, v string) {
@@ -168,6 +160,7 @@ func (f jobFilter) match() map[string]any {
 	put("queue", f.Queue)
 	put("kind", f.Kind)
 	put("error", f.Error)
+	put("error_group", f.ErrorGroup)
 	if len(f.States) > 0 {
 		m["states"] = f.States
 	}
@@ -237,6 +230,7 @@ func (f jobFilter) Fields() [][2]string {
 	}
 	add("arg", f.Arg)
 	add("error", f.Error)
+	add("error_group", f.ErrorGroup)
 	return out
 }
 
@@ -275,15 +269,13 @@ func (f jobFilter) Describe() string {
 	if f.Error != "" {
 		add("error text", strconv.Quote(f.Error))
 	}
+	if f.ErrorGroup != "" {
+		add("error group", strconv.Quote(f.ErrorGroup))
+	}
 	if len(what) == 0 {
 		return "every job"
 	}
 	return strings.Join(what, ", ")
-}
-
-// likeEscape escapes LIKE's wildcards (and its escape character) in s.
-func likeEscape(s string) string {
-	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
 }
 
 func nilIfEmpty(s string) any {
@@ -293,78 +285,38 @@ func nilIfEmpty(s string) any {
 	return s
 }
 
-func nilIfNone(s []string) any {
-	if len(s) == 0 {
-		return nil
-	}
-	return s
-}
-
-func nilIfZero(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	return t
-}
-
 // jobsPage is one page of a jobs list.
 type jobsPage struct {
 	Filter jobFilter `json:"filter"`
 	Jobs   []jobRow  `json:"jobs"`
+	// Order is the list's order: "" newest first by id; orderRunning, running jobs
+	// oldest start first; orderQueued, queued jobs in claim order (listKeyset).
+	Order string `json:"order,omitempty"`
 	// Older is the cursor of the next page (ids below it), 0 at the end.
 	Older int64 `json:"older,omitempty"`
 	// SearchedTo is set when the page ran out of time before it filled: no match
 	// among ids at or above it (down to the cursor); Older continues from there.
 	SearchedTo int64 `json:"searched_to,omitempty"`
+	// Next is the cursor of the next page of a running or queued list ("after"), ""
+	// at the end; with Stopped, the page ran out of time before it filled, and Next
+	// continues the search from where it stopped.
+	Next    string `json:"next,omitempty"`
+	Stopped bool   `json:"stopped,omitempty"`
 	// Indexed says the page went by an index that holds only its matches (parent,
-	// run, failed), so it never needs to search further.
+	// run, failed, running, queued), so it never reads unrelated history.
 	Indexed bool `json:"indexed"`
 }
 
-// listRule is a set of jobs list statements, and the filter parameters they take
-// after the two ids (cursor, and low bound or parent or run) and before the limit.
-type listRule struct {
-	window, failed, byParent, byRun string
-	params                          func(jobFilter) []any
-}
-
-var (
-	// byMatch reads the list by pgrun.job_matches, the rule of the filter-wide
-	// actions: what the list shows is what they touch.
-	byMatch = listRule{sqlapi.JobsMatching, sqlapi.JobsMatchingFailed, sqlapi.JobsMatchingByParent,
-		sqlapi.JobsMatchingByRun, func(f jobFilter) []any { return []any{f.matchJSON()} }}
-	// byDashboard reads it by the dashboard's own statements, for a role that may not
-	// call pgrun.job_matches: the read-only role docs/ui.md lists, which has no
-	// actions. Its error filter reads the whole stored error, stale ones included.
-	byDashboard = listRule{sqlapi.DashboardJobs, sqlapi.DashboardJobsFailed, sqlapi.DashboardJobsByParent,
-		sqlapi.DashboardJobsByRun, func(f jobFilter) []any { return f.args() }}
-)
-
-// matchDeniedFor is how long a dashboard whose role may not call pgrun.job_matches
-// lists by byDashboard before it tries byMatch again (a grant may come meanwhile),
-// so that its pages do not each log a permission error in the server's log.
-const matchDeniedFor = time.Minute
-
-// matchDenied holds, per Server, when its role was last refused pgrun.job_matches.
-var matchDenied sync.Map // *Server -> time.Time
-
-// listJobs reads the page of f, by the narrowest index that answers it, by the
-// filter rule (byMatch) where the role may call it.
+// listJobs reads the page of f by the narrowest index that answers it, by the
+// filter rule (pgrun.job_matches) of the filter-wide actions: what the list shows is
+// what they touch. (The read-only role may call it too: docs/ui.md.)
 func (s *Server) listJobs(ctx context.Context, f jobFilter, size int) (jobsPage, error) {
-	if at, ok := matchDenied.Load(s); !ok || time.Since(at.(time.Time)) > matchDeniedFor {
-		p, err := s.listJobsBy(ctx, f, size, byMatch)
-		var pe *pgconn.PgError
-		if !errors.As(err, &pe) || pe.Code != "42501" {
-			matchDenied.Delete(s)
-			return p, err
-		}
-		matchDenied.Store(s, time.Now())
+	switch {
+	case f.Run > 0 && f.Parent == 0:
+		return s.listRunTree(ctx, f, size)
+	case f.order() != "":
+		return s.listKeyset(ctx, f, size)
 	}
-	return s.listJobsBy(ctx, f, size, byDashboard)
-}
-
-// listJobsBy is listJobs by the statements of rule.
-func (s *Server) listJobsBy(ctx context.Context, f jobFilter, size int, rule listRule) (jobsPage, error) {
 	p := jobsPage{Filter: f}
 	var minID, maxID *int64
 	if err := s.pool.QueryRow(ctx, sqlapi.DashboardJobIDBounds).Scan(&minID, &maxID); err != nil {
@@ -399,17 +351,15 @@ func (s *Server) listJobsBy(ctx context.Context, f jobFilter, size int, rule lis
 	var second int64
 	switch {
 	case f.Parent > 0:
-		stmt, second, p.Indexed = rule.byParent, f.Parent, true
-	case f.Run > 0:
-		stmt, second, p.Indexed = rule.byRun, f.Run, true
+		stmt, second, p.Indexed = sqlapi.JobsMatchingByParent, f.Parent, true
 	case len(f.States) == 1 && f.States[0] == "failed":
-		stmt, second, p.Indexed = rule.failed, low, true
+		stmt, second, p.Indexed = sqlapi.JobsMatchingFailed, low, true
 	}
 	if p.Indexed {
-		if cursor <= low && stmt == rule.failed {
+		if cursor <= low && stmt == sqlapi.JobsMatchingFailed {
 			return p, nil
 		}
-		rows, err := collect[jobRow](ctx, s.pool, stmt, append(append([]any{cursor, second}, rule.params(f)...), size)...)
+		rows, err := collect[jobRow](ctx, s.pool, stmt, cursor, second, f.matchJSON(), size)
 		if err != nil {
 			return p, err
 		}
@@ -426,8 +376,7 @@ func (s *Server) listJobsBy(ctx context.Context, f jobFilter, size int, rule lis
 	for cursor > low {
 		lo := max(low, cursor-jobsWindow)
 		began := time.Now()
-		rows, err := collect[jobRow](ctx, s.pool, rule.window,
-			append(append([]any{cursor, lo}, rule.params(f)...), size-len(p.Jobs))...)
+		rows, err := collect[jobRow](ctx, s.pool, sqlapi.JobsMatching, cursor, lo, f.matchJSON(), size-len(p.Jobs))
 		if err != nil {
 			return p, err
 		}
@@ -484,5 +433,9 @@ func (s *Server) jobs(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
-	s.render(w, r, "jobs", "Jobs", p)
+	var problems []string
+	if err := s.flagRunning(r.Context(), p.Jobs); err != nil {
+		problems = append(problems, problem("flags on running jobs", err))
+	}
+	s.render(w, r, "jobs", "Jobs", p, problems...)
 }

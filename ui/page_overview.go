@@ -2,8 +2,9 @@ package ui
 
 import (
 	"context"
-	"html/template"
 	"net/http"
+	"net/url"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -13,13 +14,10 @@ import (
 	"github.com/pgrun/pgrun/internal/sqlapi"
 )
 
-const (
-	// throughputReadCap is how many finished rows each minute of the throughput
-	// chart reads at most; a busier minute is scaled from the part those rows cover.
-	throughputReadCap = 2000
-	// latencySample is how many of the last finished jobs the percentiles cover.
-	latencySample = 2000
-)
+// chartKindsSpan bounds how far back the kind selector of the charts looks for
+// kinds (pgrun.typical_run_times): a day holds the kinds an operator looks for, and
+// a week of rollups would cost the overview more than its charts do.
+const chartKindsSpan = 24 * time.Hour
 
 // queueRow is one line of the overview (sqlapi.DashboardQueues).
 type queueRow struct {
@@ -38,37 +36,8 @@ type queueRow struct {
 	Estimated        bool     `db:"estimated" json:"estimated"`
 	LiveWorkers      int64    `db:"live_workers" json:"live_workers"`
 
-	Latency *latencyRow `db:"-" json:"latency,omitempty"`
 	// FailureRate1m is failed / (succeeded + failed) over the last minute, -1 if none.
 	FailureRate1m float64 `db:"-" json:"failure_rate_1m"`
-}
-
-// latencyRow holds one queue's percentiles (sqlapi.DashboardLatency): p50, p95, p99.
-type latencyRow struct {
-	Queue string    `db:"queue" json:"queue"`
-	N     int64     `db:"n" json:"n"`
-	Wait  []float64 `db:"wait" json:"wait_p50_p95_p99"`
-	Run   []float64 `db:"run" json:"run_p50_p95_p99"`
-}
-
-// minuteRow is one (minute, queue, status) count of sqlapi.DashboardThroughput.
-type minuteRow struct {
-	Minute time.Time  `db:"minute"`
-	Queue  *string    `db:"queue"`
-	Status *string    `db:"status"`
-	N      int64      `db:"n"`
-	Seen   *int64     `db:"seen"`
-	LastAt *time.Time `db:"last_at"`
-}
-
-// minute is one bar of the throughput chart, over all queues.
-type minute struct {
-	At        time.Time `json:"at"`
-	Succeeded float64   `json:"succeeded"`
-	Failed    float64   `json:"failed"`
-	Cancelled float64   `json:"cancelled"`
-	Estimated bool      `json:"estimated,omitempty"`
-	Partial   bool      `json:"partial,omitempty"` // the current minute, not over yet
 }
 
 // healthRow is one warning about the database under the queue (sqlapi.Health): what
@@ -81,21 +50,83 @@ type healthRow struct {
 	Fields   map[string]any `db:"fields" json:"fields"`
 }
 
-type overviewData struct {
-	Health     []healthRow   `json:"health"`
-	Queues     []queueRow    `json:"queues"`
-	Minutes    []minute      `json:"minutes"`
-	Latency    []latencyRow  `json:"latency"`
-	Throughput template.HTML `json:"-"`
-	FailRate   template.HTML `json:"-"`
-	Totals     queueRow      `json:"totals"`
+// seriesRow is one row of sqlapi.DashboardJobSeries; grouped by 'all', queue and
+// kind are NULL and there is one row per bucket.
+type seriesRow struct {
+	bucket
+	Queue *string `db:"queue"`
+	Kind  *string `db:"kind"`
 }
 
-// overview is the front page: the database's health warnings, queues, throughput,
-// percentiles. Its four reads run at once, so the page takes as long as the slowest.
+// kindRow is one row of sqlapi.DashboardTypicalRunTimes, of which the charts' kind
+// selector reads the queue and kind.
+type kindRow struct {
+	Queue string   `db:"queue"`
+	Kind  string   `db:"kind"`
+	N     int64    `db:"n"`
+	P50   *float64 `db:"p50"`
+	P95   *float64 `db:"p95"`
+}
+
+// rangeLink is a link of a range switch: the page with another range, the rest of
+// its query kept.
+type rangeLink struct {
+	chartRange
+	Href string
+	On   bool
+}
+
+// chartsData is the overview's time-range charts: throughput, failure rate, and
+// wait and run percentiles over Range, for Queue and Kind when chosen, each with its
+// sample size (n) in its legend and per bucket in its tooltips.
+type chartsData struct {
+	Range      chartRange  `json:"range"`
+	Queue      string      `json:"queue,omitempty"`
+	Kind       string      `json:"kind,omitempty"`
+	Buckets    []bucket    `json:"buckets"`
+	Throughput chart       `json:"throughput"`
+	Failures   chart       `json:"failures"`
+	Wait       chart       `json:"wait"`
+	Run        chart       `json:"run"`
+	Ranges     []rangeLink `json:"-"`
+	Queues     []string    `json:"-"` // the queue selector's choices
+	Kinds      []string    `json:"-"` // the kind selector's: kinds that ended lately
+}
+
+// runningJob is one of the longest-running jobs (sqlapi.DashboardRunningOldest).
+type runningJob struct {
+	jobRow
+	RunningSecs float64 `json:"running_secs"`
+}
+
+type overviewData struct {
+	Health    []healthRow     `json:"health"`
+	Queues    []queueRow      `json:"queues"`
+	Totals    queueRow        `json:"totals"`
+	Charts    chartsData      `json:"charts"`
+	TopErrors []errorGroupRow `json:"top_errors"`
+	Running   []runningJob    `json:"longest_running"`
+}
+
+// overview is the front page: the database's health warnings, queues, the
+// time-range charts, the top failing groups of the last hour and the
+// longest-running jobs. Its reads run at once, so the page takes as long as the
+// slowest; the charts and the error groups read the per-minute rollups
+// (74_rollups.sql), never the jobs table at large, so their cost does not grow with
+// it.
 func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	rg, err := pickRange(q.Get("range"), rangeNames(), "1h")
+	if err != nil {
+		s.fail(w, r, http.StatusBadRequest, err)
+		return
+	}
 	ctx := r.Context()
-	var d overviewData
+	now := time.Now()
+	d := overviewData{Charts: chartsData{Range: rg, Queue: q.Get("queue"), Kind: q.Get("kind")}}
+	var series []seriesRow
+	var kinds []kindRow
+	var running []jobRow
 	var problems []string
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -116,12 +147,21 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 		d.Queues, err = collect[queueRow](ctx, s.pool, sqlapi.DashboardQueues)
 		return err
 	})
-	run("throughput", func(ctx context.Context) (err error) {
-		d.Minutes, err = s.throughput(ctx)
+	run("charts", func(ctx context.Context) (err error) {
+		series, err = collect[seriesRow](ctx, s.pool, sqlapi.DashboardJobSeries, interval(rg.Span), interval(rg.Bucket),
+			nilIfEmpty(d.Charts.Queue), nilIfEmpty(d.Charts.Kind), "all")
 		return err
 	})
-	run("latency", func(ctx context.Context) (err error) {
-		d.Latency, err = collect[latencyRow](ctx, s.pool, sqlapi.DashboardLatency, latencySample)
+	run("kinds", func(ctx context.Context) (err error) {
+		kinds, err = collect[kindRow](ctx, s.pool, sqlapi.DashboardTypicalRunTimes, interval(min(rg.Span, chartKindsSpan)))
+		return err
+	})
+	run("top failing groups", func(ctx context.Context) (err error) {
+		d.TopErrors, _, err = s.errorGroups(ctx, time.Hour, overviewGroupsShown)
+		return err
+	})
+	run("longest-running jobs", func(ctx context.Context) (err error) {
+		running, err = collect[jobRow](ctx, s.pool, sqlapi.DashboardRunningOldest, overviewRunningShown)
 		return err
 	})
 	wg.Wait()
@@ -129,14 +169,8 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 	if d.Health == nil {
 		d.Health = []healthRow{} // [] in JSON when healthy, not null
 	}
-
-	lat := map[string]*latencyRow{}
-	for i := range d.Latency {
-		lat[d.Latency[i].Queue] = &d.Latency[i]
-	}
 	for i := range d.Queues {
 		q := &d.Queues[i]
-		q.Latency = lat[q.Queue]
 		q.FailureRate1m = -1
 		if done := q.Succeeded1m + q.Failed1m; done > 0 {
 			q.FailureRate1m = float64(q.Failed1m) / float64(done)
@@ -152,53 +186,74 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 		t.Cancelled1m += q.Cancelled1m
 		t.Estimated = t.Estimated || q.Estimated
 	}
-	d.Throughput = throughputChart(d.Minutes)
-	d.FailRate = failureChart(d.Minutes)
+	for _, j := range running {
+		rj := runningJob{jobRow: j}
+		if j.StartedAt != nil {
+			rj.RunningSecs = now.Sub(*j.StartedAt).Seconds()
+		}
+		d.Running = append(d.Running, rj)
+	}
+	if d.Running == nil {
+		d.Running = []runningJob{}
+	}
+	if d.TopErrors == nil {
+		d.TopErrors = []errorGroupRow{}
+	}
+	d.Charts.draw(series, now)
+	d.Charts.choices(r.URL, d.Queues, kinds)
 	s.render(w, r, "overview", "Overview", d, problems...)
 }
 
-// throughput reads the last 16 minutes' endings and scales up a minute whose rows
-// were capped: by the share of the minute (or, for the current one, of the time
-// elapsed in it) that the rows read cover.
-func (s *Server) throughput(ctx context.Context) ([]minute, error) {
-	list, err := collect[minuteRow](ctx, s.pool, sqlapi.DashboardThroughput, throughputReadCap)
-	if err != nil {
-		return nil, err
+// draw places the series' buckets on the range's axis, ending now, and draws the
+// four charts.
+func (c *chartsData) draw(rows []seriesRow, now time.Time) {
+	c.Buckets = make([]bucket, 0, len(rows))
+	for _, r := range rows {
+		c.Buckets = append(c.Buckets, r.bucket)
 	}
-	now := time.Now()
-	start := now.Truncate(time.Minute).Add(-15 * time.Minute)
-	out := make([]minute, 16)
-	for i := range out {
-		out[i].At = start.Add(time.Duration(i) * time.Minute)
-		out[i].Partial = i == 15
+	a := axisFor(c.Range, now)
+	c.Throughput = throughputRangeChart(a, c.Buckets)
+	c.Failures = failureRangeChart(a, c.Buckets)
+	c.Wait = latencyRangeChart(a, c.Buckets, "wait")
+	c.Run = latencyRangeChart(a, c.Buckets, "run")
+}
+
+// choices fills the range links (page's query kept) and the selectors' options:
+// every queue, and the kinds that ended lately (of the chosen queue, if one is),
+// each list with the chosen value in it.
+func (c *chartsData) choices(page *url.URL, queues []queueRow, kinds []kindRow) {
+	for _, rg := range chartRanges {
+		q := page.Query()
+		q.Set("range", rg.Name)
+		q.Del("format")
+		c.Ranges = append(c.Ranges, rangeLink{chartRange: rg, Href: "/?" + q.Encode() + "#charts", On: rg.Name == c.Range.Name})
 	}
-	for _, m := range list {
-		i := int(m.Minute.Sub(start) / time.Minute)
-		if i < 0 || i >= len(out) || m.Status == nil {
-			continue
-		}
-		scale := 1.0
-		if m.Seen != nil && *m.Seen >= throughputReadCap && m.LastAt != nil {
-			span := time.Minute
-			if out[i].Partial {
-				span = now.Sub(m.Minute)
-			}
-			if covered := m.LastAt.Sub(m.Minute); covered > 0 && covered < span {
-				scale = float64(span) / float64(covered)
-				out[i].Estimated = true
-			}
-		}
-		n := float64(m.N) * scale
-		switch *m.Status {
-		case "succeeded":
-			out[i].Succeeded += n
-		case "failed":
-			out[i].Failed += n
-		case "cancelled":
-			out[i].Cancelled += n
+	for _, q := range queues {
+		c.Queues = append(c.Queues, q.Queue)
+	}
+	for _, k := range kinds {
+		if (c.Queue == "" || k.Queue == c.Queue) && !slices.Contains(c.Kinds, k.Kind) {
+			c.Kinds = append(c.Kinds, k.Kind)
 		}
 	}
-	return out, nil
+	for _, chosen := range []struct {
+		v    string
+		list *[]string
+	}{{c.Queue, &c.Queues}, {c.Kind, &c.Kinds}} {
+		if chosen.v != "" && !slices.Contains(*chosen.list, chosen.v) {
+			*chosen.list = append(*chosen.list, chosen.v)
+		}
+		slices.Sort(*chosen.list)
+	}
+}
+
+// rangeNames are the names of every chart range.
+func rangeNames() []string {
+	names := make([]string, len(chartRanges))
+	for i, r := range chartRanges {
+		names[i] = r.Name
+	}
+	return names
 }
 
 // collect runs sql and reads every row into a T by column name.

@@ -113,8 +113,16 @@ type dagNode struct {
 	Attempt  int      `json:"attempt,omitempty"`
 	Progress int64    `json:"progress_pct"` // -1: none
 	Error    string   `json:"error,omitempty"`
-	// Children counts a map node's children by state.
-	Children map[string]int64 `json:"children,omitempty"`
+	// Children counts a map node's children by state (of its first childStatesRead
+	// children: ChildrenPartial says it has more).
+	Children        map[string]int64 `json:"children,omitempty"`
+	ChildrenPartial bool             `json:"children_partial,omitempty"`
+	// Done, Total and ChildrenFailed are a map node's children done (succeeded or
+	// skipped), all of them, and failed (or cancelled), once it has fanned out
+	// (Total > 0): the node's own counters, which the engine keeps as children end.
+	Done           int64 `json:"done,omitempty"`
+	Total          int64 `json:"total,omitempty"`
+	ChildrenFailed int64 `json:"children_failed,omitempty"`
 }
 
 type runData struct {
@@ -170,6 +178,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		Attempt         int        `db:"attempt"`
 		ProgressCurrent int64      `db:"progress_current"`
 		ProgressTotal   *int64     `db:"progress_total"`
+		ChildrenFailed  int64      `db:"children_failed"`
 		StartedAt       *time.Time `db:"started_at"`
 		FinishedAt      *time.Time `db:"finished_at"`
 		ErrorMessage    *string    `db:"error_message"`
@@ -184,7 +193,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		Status   string `db:"status"`
 		N        int64  `db:"n"`
 	}
-	kids, err := collect[childCount](ctx, s.pool, sqlapi.DashboardRunChildStates, id)
+	kids, err := collect[childCount](ctx, s.pool, sqlapi.DashboardRunChildStates, id, childStatesRead)
 	if err != nil {
 		s.fail(w, r, http.StatusInternalServerError, err)
 		return
@@ -205,13 +214,19 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 			dn.Kind = j.Kind
 			dn.Progress = progressPct(j.ProgressCurrent, j.ProgressTotal)
 			dn.Error = deref(j.ErrorMessage)
+			var counted int64
 			for _, k := range kids {
 				if k.ParentID == j.JobID {
 					if dn.Children == nil {
 						dn.Children = map[string]int64{}
 					}
 					dn.Children[k.Status] += k.N
+					counted += k.N
 				}
+			}
+			dn.ChildrenPartial = counted >= childStatesRead
+			if dn.Map && j.ProgressTotal != nil && *j.ProgressTotal > 0 {
+				dn.Done, dn.Total, dn.ChildrenFailed = j.ProgressCurrent, *j.ProgressTotal, j.ChildrenFailed
 			}
 		}
 		counts[dn.Status]++

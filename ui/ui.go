@@ -76,6 +76,9 @@ type Server struct {
 	secret []byte     // keys the CSRF token and the login cookie
 	guard  loginGuard // wrong credentials per address (auth_guard.go)
 	pages  pageSet
+	// typical holds the typical run times the flags on running jobs compare with
+	// (page_jobs_lists.go).
+	typical typicalCache
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -120,20 +123,32 @@ func New(pool *pgxpool.Pool, opts Options) (*Server, error) {
 	return s, nil
 }
 
-// DisableJIT makes the connections of cfg run with PostgreSQL's JIT compilation off
-// (the jit setting, sent when each connection starts), unless cfg already sets jit.
-// The dashboard's statements are short, but on a large jobs table the planner's
-// estimates for the overview's throughput query pass jit_above_cost, and compiling
-// it took most of the page's time on each new connection (docs/ui.md, "Speed").
-// `runner ui` builds its pool with it; a program that mounts the dashboard may too.
-// Not for a pool that goes through PgBouncer, which refuses a startup parameter it
-// does not know: the connections would fail.
-func DisableJIT(cfg *pgxpool.Config) {
+// dashboardSettings are the settings TunePool gives the dashboard's connections.
+// The dashboard's statements are short and read few rows by index, but on a large
+// jobs table the planner's estimates can make them look expensive: past
+// jit_above_cost, compiling a statement took most of a page's time on each new
+// connection (245 of 306 ms); and with a row estimate of one, a failed-jobs list
+// filtered by error group chose a parallel scan of every failed job and a sort
+// (680 ms) over walking the failed index backwards (9 ms). Neither helps a query
+// that returns fifty rows (docs/ui.md, "Speed").
+var dashboardSettings = map[string]string{
+	"jit":                             "off",
+	"max_parallel_workers_per_gather": "0",
+}
+
+// TunePool makes the connections of cfg run with the dashboard's settings (JIT off,
+// no parallel query; sent when each connection starts), except those cfg already
+// sets. `runner ui` builds its pool with it; a program that mounts the dashboard
+// may too. Not for a pool that goes through PgBouncer, which refuses a startup
+// parameter it does not know: the connections would fail.
+func TunePool(cfg *pgxpool.Config) {
 	if cfg.ConnConfig.RuntimeParams == nil {
 		cfg.ConnConfig.RuntimeParams = map[string]string{}
 	}
-	if _, set := cfg.ConnConfig.RuntimeParams["jit"]; !set {
-		cfg.ConnConfig.RuntimeParams["jit"] = "off"
+	for k, v := range dashboardSettings {
+		if _, set := cfg.ConnConfig.RuntimeParams[k]; !set {
+			cfg.ConnConfig.RuntimeParams[k] = v
+		}
 	}
 }
 
@@ -152,6 +167,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /{$}", s.overview)
 	m.HandleFunc("GET /jobs", s.jobs)
 	m.HandleFunc("GET /jobs/{id}", s.job)
+	m.HandleFunc("GET /errors", s.errorsPage)
 	m.HandleFunc("GET /runs", s.runs)
 	m.HandleFunc("GET /runs/{id}", s.run)
 	m.HandleFunc("GET /workers", s.workers)

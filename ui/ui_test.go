@@ -52,10 +52,6 @@ func TestSafeNextStaysOnSite(t *testing.T) {
 	}
 }
 
-func TestLikeEscape(t *testing.T) {
-	require.Equal(t, `100\% \_done\\`, likeEscape(`100% _done\`))
-}
-
 func TestDAGLayoutLayersByLongestPath(t *testing.T) {
 	nodes := []dagNode{
 		{Name: "report", Deps: []string{"load"}},

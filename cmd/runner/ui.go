@@ -74,7 +74,7 @@ PGRUN_UI_TOKEN=TOKEN.`,
 			if err != nil {
 				return err
 			}
-			if pool, err = withoutJIT(cmd.Context(), pool); err != nil {
+			if pool, err = tunedPool(cmd.Context(), pool); err != nil {
 				return err
 			}
 			defer pool.Close()
@@ -123,17 +123,17 @@ PGRUN_UI_TOKEN=TOKEN.`,
 	return cmd
 }
 
-// withoutJIT replaces pool with one whose connections run with JIT off
-// (ui.DisableJIT) and closes pool; the dashboard's first page on a new connection
-// no longer pays for compiling its queries. Through a connection pooler it keeps
+// tunedPool replaces pool with one whose connections run with the dashboard's
+// settings (ui.TunePool: JIT and parallel query off) and closes pool; the first page
+// on a new connection no longer pays for compiling its queries. Through a connection pooler it keeps
 // pool as it is: PgBouncer refuses the startup parameter, and a SET would stay on a
 // server connection that other clients get next.
-func withoutJIT(ctx context.Context, pool *pgxpool.Pool) (*pgxpool.Pool, error) {
+func tunedPool(ctx context.Context, pool *pgxpool.Pool) (*pgxpool.Pool, error) {
 	if pooled, err := pgrun.PoolThroughPooler(ctx, pool); err != nil || pooled {
 		return pool, nil // a failing check is not a failing dashboard: the pages keep JIT
 	}
 	cfg := pool.Config()
-	ui.DisableJIT(cfg)
+	ui.TunePool(cfg)
 	nojit, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		pool.Close()

@@ -4,7 +4,8 @@ package sqlapi
 // first by primary key with a keyset cursor ("id < $cursor ... order by id desc
 // limit n"), never with OFFSET, and every statement is bounded so that a page stays
 // fast with millions of jobs: lists without a selective index read at most a window
-// of ids (the inner "limit"), and the page offers to go on further back.
+// of ids (the inner "limit"), and the page offers to go on further back. The lists
+// in other orders (running, queued, a run's jobs) are in dashboard_lists.go.
 
 // DashboardQueues is the overview's per-queue line: pgrun.queue_stats (exact up to
 // 10,000 per number, estimated beyond; stats.sql), the oldest due job's age in
@@ -21,95 +22,12 @@ left join (select q.q, count(*) as live
            group by q.q) w on w.q = s.queue
 order by s.queue`
 
-// DashboardThroughput counts the jobs that finished in each of the last 16 minutes
-// (the current one included, partial) by queue and status. Each minute reads at most
-// $1 rows of the finished index in time order; seen and last_at let the caller scale
-// a minute that had more (seen = $1) by the share of it those rows cover.
-const DashboardThroughput = `select m.minute, r.queue, r.status, count(*) as n, max(r.seen) as seen, max(r.last_at) as last_at
-from generate_series(date_trunc('minute', now()) - interval '15 minutes', date_trunc('minute', now()),
-                     interval '1 minute') m(minute)
-cross join lateral (
-  select s.queue, s.status::text as status, count(*) over () as seen, max(s.finished_at) over () as last_at
-  from (select j.queue, j.status, j.finished_at from pgrun.jobs j
-        where j.finished_at >= m.minute and j.finished_at < m.minute + interval '1 minute'
-        order by j.finished_at
-        limit $1) s) r
-group by m.minute, r.queue, r.status
-order by m.minute`
-
-// DashboardLatency gives wait-time (run_at to start) and run-time (start to finish)
-// percentiles, p50, p95 and p99 in seconds, per queue over the $1 jobs that
-// finished last (by the finished index), with how many of them each queue had.
-const DashboardLatency = `select s.queue, count(*) as n,
-       percentile_cont(array[0.5, 0.95, 0.99]) within group (order by greatest(extract(epoch from s.started_at - s.run_at), 0)) as wait,
-       percentile_cont(array[0.5, 0.95, 0.99]) within group (order by extract(epoch from s.finished_at - s.started_at)) as run
-from (select j.queue, j.run_at, j.started_at, j.finished_at from pgrun.jobs j
-      where j.finished_at is not null
-      order by j.finished_at desc
-      limit $1) s
-where s.started_at is not null and s.finished_at >= s.started_at
-group by s.queue
-order by s.queue`
-
 // dashboardJobColumns are a list row's columns: no args or result, the error's
 // class and message only.
 const dashboardJobColumns = `j.id, j.kind, j.queue, j.status::text as status, j.priority, j.attempt, j.max_attempts,
        j.created_at, j.run_at, j.started_at, j.finished_at, j.progress_current, j.progress_total,
        j.parent_id, j.run_id, j.node, j.claimed_by,
        j.error ->> 'class' as error_class, left(j.error ->> 'message', 300) as error_message`
-
-// dashboardJobFilters are the jobs page's filters; a NULL parameter is no filter:
-// $3 queue, $4 kind, $5 states (text[]), $6 and $7 created_at from (inclusive) and
-// to (exclusive), $8 a key that args has, $9 its value as text (with $8), $10 text
-// the error contains (an ILIKE pattern, wildcards escaped by the caller).
-const dashboardJobFilters = `($3::text is null or j.queue = $3)
-  and ($4::text is null or j.kind = $4)
-  and ($5::text[] is null or j.status::text = any ($5))
-  and ($6::timestamptz is null or j.created_at >= $6)
-  and ($7::timestamptz is null or j.created_at < $7)
-  and ($8::text is null or j.args ? $8)
-  and ($9::text is null or j.args ->> $8 = $9)
-  and ($10::text is null or j.error::text ilike $10)`
-
-// DashboardJobs is one page of the jobs list: jobs below id $1 and at or above id
-// $2, newest first, matching the filters (dashboardJobFilters, $3 .. $10), at most
-// $11. The caller keeps $1 - $2 to a window of ids (the jobs page reads 50,000 at a
-// time, and goes on further back within a time budget), so a filter that matches
-// few rows costs a bounded range scan of the primary key, never the whole table.
-const DashboardJobs = `select ` + dashboardJobColumns + `
-from pgrun.jobs j
-where j.id < $1 and j.id >= $2
-  and ` + dashboardJobFilters + `
-order by j.id desc
-limit $11`
-
-// DashboardJobsFailed is DashboardJobs for failed jobs (dead letters, or the jobs
-// page filtered on failed alone; $5 is NULL or holds failed). It goes by the partial index of
-// failed jobs (migration 0017), so no window is needed however rare failures are.
-const DashboardJobsFailed = `select ` + dashboardJobColumns + `
-from pgrun.jobs j
-where j.status = 'failed' and j.id < $1 and j.id >= $2
-  and ` + dashboardJobFilters + `
-order by j.id desc
-limit $11`
-
-// DashboardJobsByParent is DashboardJobs for the children of job $2 (by the parent
-// index): below id $1, the filters $3 .. $10, at most $11.
-const DashboardJobsByParent = `select ` + dashboardJobColumns + `
-from pgrun.jobs j
-where j.parent_id = $2 and j.id < $1
-  and ` + dashboardJobFilters + `
-order by j.id desc
-limit $11`
-
-// DashboardJobsByRun is DashboardJobs for the jobs of run $2, nodes and map
-// children (by the run index): below id $1, the filters $3 .. $10, at most $11.
-const DashboardJobsByRun = `select ` + dashboardJobColumns + `
-from pgrun.jobs j
-where j.run_id = $2 and j.id < $1
-  and ` + dashboardJobFilters + `
-order by j.id desc
-limit $11`
 
 // DashboardJobIDBounds returns the smallest and largest job ids (NULLs on an empty
 // table), the ends of the time-range search.
@@ -165,18 +83,25 @@ limit $5`
 const DashboardRunIDMax = `select max(id) from pgrun.runs`
 
 // DashboardRunNodes lists run $1's node jobs (not map children) with what the DAG
-// page shows of each.
+// page shows of each. A map node's progress_current, progress_total and
+// children_failed are its children done (succeeded or skipped), all of them and
+// failed, as the engine counts them while it waits (children_finished, 33_children.sql).
 const DashboardRunNodes = `select j.node, j.id as job_id, j.kind, j.status::text as status, j.attempt,
-       j.progress_current, j.progress_total, j.started_at, j.finished_at,
+       j.progress_current, j.progress_total, j.children_failed, j.started_at, j.finished_at,
        j.error ->> 'message' as error_message
 from pgrun.jobs j where j.run_id = $1 and j.parent_id is null
 order by j.id`
 
-// DashboardRunChildStates counts run $1's map children by parent node job and
-// status.
-const DashboardRunChildStates = `select j.parent_id, j.status::text as status, count(*) as n
-from pgrun.jobs j where j.run_id = $1 and j.parent_id is not null
-group by j.parent_id, j.status`
+// DashboardRunChildStates counts the children of run $1's node jobs (map children,
+// which have parent_id but no run_id) by parent and status, reading at most the first
+// $2 children of each node (by jobs_parent_idx in id order), so that a map of 60,000
+// children costs $2 rows: a node whose counts add up to $2 has more.
+const DashboardRunChildStates = `select n.id as parent_id, c.status, count(*) as n
+from pgrun.jobs n
+cross join lateral (select x.status::text as status from pgrun.jobs x
+                    where x.parent_id = n.id order by x.id limit $2) c
+where n.run_id = $1 and n.parent_id is null
+group by n.id, c.status`
 
 // DashboardWorkers lists registered workers (pgrun.worker_status), live ones first,
 // at most $1.

@@ -11,13 +11,19 @@
 --   error          text    the message of the job's outcome error contains this text,
 --                          case-insensitively: pgrun.outcome_error, so the stale error of a
 --                          job that failed and then succeeded (or was skipped) never matches
+--   error_group    text    the error group (pgrun.error_group, 05_errors.sql) of that same
+--                          message is exactly this: one group of the errors page
 --   args           object  the job's args contain this object (jsonb @>)
 --   arg            text    the job's args have this top-level key
 --   arg_value      text    with arg: that key's value, as text, is this
 --   created_from, created_to    enqueued at or after, and before (a timestamptz)
 --   finished_from, finished_to  finished at or after, and before
 --   parent         number  a child of this job
---   run            number  a job of this workflow run (nodes and map children)
+--   run            number  a job of this workflow run: its nodes and their children (map
+--                          items, spawned jobs), which carry parent_id but no run_id, as the
+--                          dashboard's list of the run shows them. check_job_filter expands it
+--                          with run_nodes (the run's node ids), which job_matches reads: call
+--                          job_matches with a checked filter
 --   id_min, id_max number  ids from, and up to, these (inclusive). The dashboard sets
 --                          id_max to the last job its count saw, so that a confirmed action
 --                          touches no job that came after the count.
@@ -62,6 +68,8 @@ return (filter ->> 'queue' is null or queue = filter ->> 'queue')
   and (filter -> 'states' is null or filter -> 'states' ? status::text)
   and (filter ->> 'error' is null
        or strpos(lower(pgrun.outcome_error(status, error) ->> 'message'), lower(filter ->> 'error')) > 0)
+  and (filter ->> 'error_group' is null
+       or pgrun.error_group(pgrun.outcome_error(status, error) ->> 'message') = filter ->> 'error_group')
   and (filter -> 'args' is null or args @> (filter -> 'args'))
   and (filter ->> 'arg' is null or args ? (filter ->> 'arg'))
   and (filter ->> 'arg_value' is null or args ->> (filter ->> 'arg') = filter ->> 'arg_value')
@@ -70,7 +78,8 @@ return (filter ->> 'queue' is null or queue = filter ->> 'queue')
   and (filter ->> 'finished_from' is null or finished_at >= (filter ->> 'finished_from')::timestamptz)
   and (filter ->> 'finished_to' is null or finished_at < (filter ->> 'finished_to')::timestamptz)
   and (filter ->> 'parent' is null or parent_id = (filter ->> 'parent')::bigint)
-  and (filter ->> 'run' is null or run_id = (filter ->> 'run')::bigint)
+  and (filter ->> 'run' is null or run_id = (filter ->> 'run')::bigint
+       or (filter -> 'run_nodes') @> to_jsonb(parent_id))
   and (filter ->> 'id_min' is null or id >= (filter ->> 'id_min')::bigint)
   and (filter ->> 'id_max' is null or id <= (filter ->> 'id_max')::bigint);
 
@@ -86,7 +95,7 @@ begin
   raise exception 'job filter %: %', key, what
     using errcode = '22023',
           hint = 'A filter is a JSON object of at most 8192 bytes with any of: queue, kind (text), states (an array of job '
-                 'states), error (1 to 200 characters), args (an object), arg (a key) and arg_value, created_from, '
+                 'states), error, error_group (1 to 200 characters), args (an object), arg (a key) and arg_value, created_from, '
                  'created_to, finished_from, finished_to (times), parent, run, id_min, id_max (job ids): '
                  '''{"queue": "emails", "states": ["failed"], "error": "421"}''.';
 end;
@@ -108,11 +117,12 @@ declare
   k     text;
   v     jsonb;
   t     timestamptz;
-  lens  constant jsonb := '{"queue": 63, "kind": 128, "error": 200, "arg": 200, "arg_value": 200}';
+  lens  constant jsonb := '{"queue": 63, "kind": 128, "error": 200, "error_group": 200, "arg": 200, "arg_value": 200}';
 begin
   if jsonb_typeof(f) <> 'object' then
     perform pgrun.bad_job_filter('', format('%s is not a JSON object', left(f::text, 100)));
   end if;
+  f := f - 'run_nodes'; -- this function's own expansion of run (below), made again each time
   if octet_length(f::text) > 8192 then
     perform pgrun.bad_job_filter('', format('it is %s bytes, over 8192', octet_length(f::text)));
   end if;
@@ -160,6 +170,13 @@ begin
   end loop;
   if (f ->> 'id_min')::bigint > (f ->> 'id_max')::bigint then
     perform pgrun.bad_job_filter('id_min', format('%s is above id_max %s', f ->> 'id_min', f ->> 'id_max'));
+  end if;
+  -- A run's jobs are its nodes and their children: the node ids, by the run index
+  -- (a run has at most max_workflow_nodes of them), let job_matches take a child by
+  -- its parent_id.
+  if f ? 'run' then
+    f := f || jsonb_build_object('run_nodes', coalesce(
+           (select jsonb_agg(n.id order by n.id) from pgrun.jobs n where n.run_id = (f ->> 'run')::bigint), '[]'));
   end if;
   return f;
 end;
@@ -218,6 +235,14 @@ declare
       and pgrun.job_matches($1, j.id, j.queue, j.kind, j.status, j.args, j.error, j.created_at, j.finished_at,
                             j.parent_id, j.run_id)
     order by j.id limit $4';
+  -- A run's jobs by the run and parent indexes, whatever their ids' spread.
+  by_run constant text := 'select j.id from pgrun.jobs j
+    where j.id > $2 and j.id <= $3
+      and (j.run_id = ($1 ->> ''run'')::bigint
+           or j.parent_id = any (array(select jsonb_array_elements_text($1 -> ''run_nodes''))::bigint[]))
+      and pgrun.job_matches($1, j.id, j.queue, j.kind, j.status, j.args, j.error, j.created_at, j.finished_at,
+                            j.parent_id, j.run_id)
+    order by j.id limit $4';
   scan_window  constant bigint := 50000;
   f            jsonb := pgrun.check_job_filter(filter);
   v_from       bigint;
@@ -229,6 +254,10 @@ begin
   v_from := greatest(coalesce(after_id, 0), (f ->> 'id_min')::bigint - 1);
   select max(j.id) into v_last from pgrun.jobs j;
   v_last := least(v_last, (f ->> 'id_max')::bigint);
+  if f ? 'run' then
+    return query execute by_run using f, v_from, v_last, v_left;
+    return;
+  end if;
   while v_left > 0 and v_from < v_last loop
     if f -> 'states' = '["failed"]' then
       return query execute failed using f, v_from, least(v_from + scan_window, v_last), v_left;

@@ -11,6 +11,8 @@
 --     in the rare queue "audit".
 --   * ids 4,898,001 .. 4,900,000: running (workers bench-1 .. bench-4), with progress.
 --   * ids 4,900,001 .. 5,000,000: queued, one in ten scheduled an hour ahead.
+--   * in the last 90 minutes, a burst of "smtp 421" and "550" failures in queue emails;
+--     job 4,898,001 has been running for five hours; the week is rolled up.
 -- Queues default, images, emails, reports, gpu (and audit); args carry user_id and url,
 -- and one job in a thousand a "tenant_key" (a rare key for the args filter).
 set session_replication_role = replica;
@@ -86,6 +88,23 @@ select j.id, j.finished_at, 'job.failed', 'error', j.error ->> 'message', jsonb_
 from pgrun.jobs j
 where j.id > 4200000 and j.status = 'failed';
 
+-- The incident of issue 34: over the last 90 minutes, a burst of "smtp 421" failures
+-- in queue emails (1,800) mixed with permanent "550 mailbox unavailable" ones (180),
+-- each message with its own ids, as a mail server writes them: 45,000 jobs of the
+-- history's end, moved to end in the last 90 minutes.
+update pgrun.jobs j
+set status = 'failed', result = null, attempt = 3, failures = 3, max_attempts = 3,
+    finished_at = now() - interval '90 minutes' + (j.id - 4853000) * (interval '90 minutes' / 45000),
+    started_at = now() - interval '90 minutes' + (j.id - 4853000) * (interval '90 minutes' / 45000) - interval '800 milliseconds',
+    error = jsonb_build_object('class', 'transient', 'message',
+      case when j.id % 250 = 7 then format('550 5.1.1 <user%s@example.com>: mailbox unavailable', j.id % 997)
+           else format('smtp 421 4.7.0 [10.0.%s.%s] try again later (session %s)', j.id % 7, j.id % 251, md5(j.id::text)) end)
+where j.id between 4853001 and 4898000 and (j.id % 25 = 2 or j.id % 250 = 7);
+
+-- A job running for five hours, which the running list must show first.
+update pgrun.jobs set started_at = now() - interval '5 hours', created_at = now() - interval '5 hours'
+where id = 4898001;
+
 -- A poisoned outbox row or two (dead letters).
 insert into pgrun.outbox (job_id, event, attempts, next_attempt_at, last_error, poisoned_at)
 values (4897950, 'dispatch', 10, now(), 'fan-in failed: deadlock detected', now() - interval '1 hour'),
@@ -112,5 +131,14 @@ select 'host-' || h, now() - s * interval '10 seconds', (20 + (s * h) % 60)::rea
 from generate_series(1, 2) h, generate_series(0, 359) s;
 select pgrun.set_schedule('nightly-report', '0 2 * * *', 'report', '{"kind": "daily"}', queue => 'reports');
 select pgrun.set_schedule('heartbeat', '@every 30s', 'noop');
+-- The per-minute rollups of the week, as maintenance keeps them (a few minutes a
+-- call: rollup_minutes catches up in steps).
+do $$
+begin
+  for i in 1..10000 loop
+    exit when pgrun.rollup_minutes(clock_timestamp()) = 0;
+  end loop;
+end;
+$$;
 vacuum analyze pgrun.jobs;
 vacuum analyze pgrun.job_events;
