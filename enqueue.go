@@ -50,18 +50,41 @@ type JobSpec struct {
 	// ModelRequired lets only a worker that has Model warm or declares it claim the
 	// job (docs/gpu.md); without it Model is a preference.
 	ModelRequired bool `json:"model_required,omitempty"`
+	// SequenceKey makes the job one of a sequence: the jobs of its queue with one key
+	// run one at a time, in enqueue order, across all runners ([SequenceKey]).
+	SequenceKey string `json:"sequence_key,omitempty"`
+	// DebounceKey and Debounce fold the enqueues of one key within a window into one
+	// job, as DebounceEdge says ([Debounce], [Throttle]). Set both or neither.
+	DebounceKey string        `json:"debounce_key,omitempty"`
+	Debounce    time.Duration `json:"-"`
+	// DebounceEdge is [DebounceTrailing] (the default, "") or [DebounceLeading].
+	DebounceEdge DebounceEdge `json:"debounce_edge,omitempty"`
 }
 
+// DebounceEdge says which enqueue of a debounce window runs (pgrun.job_spec's
+// debounce_edge).
+type DebounceEdge string
+
+const (
+	// DebounceTrailing folds the enqueues of a window into one job, which takes the
+	// latest args and runs when the window ends; each enqueue moves the end to now
+	// plus the window. The default.
+	DebounceTrailing DebounceEdge = "trailing"
+	// DebounceLeading runs the first enqueue at once and answers the rest of its
+	// window with that job, writing nothing (a throttle).
+	DebounceLeading DebounceEdge = "leading"
+)
+
 // MarshalJSON writes the spec in the form pgrun.enqueue_jobs and defer_job take (the
-// timeout and the unique window as interval strings in whole microseconds, never
-// rounded down to zero; ReplaceDuplicate as on_conflict; the kind of Args when Kind is
-// empty).
+// timeout, the unique window and the debounce window as interval strings in whole
+// microseconds, never rounded down to zero; ReplaceDuplicate as on_conflict; the kind
+// of Args when Kind is empty).
 func (s JobSpec) MarshalJSON() ([]byte, error) {
 	type plain JobSpec
 	if s.Kind == "" {
 		s.Kind, _ = KindOf(s.Args)
 	}
-	var timeout, window, onConflict *string
+	var timeout, window, onConflict, debounce *string
 	if s.Timeout > 0 {
 		t := fmt.Sprintf("%d microseconds", max(1, s.Timeout.Microseconds()))
 		timeout = &t
@@ -77,6 +100,14 @@ func (s JobSpec) MarshalJSON() ([]byte, error) {
 		w := fmt.Sprintf("%d microseconds", us)
 		window = &w
 	}
+	if s.Debounce != 0 { // a negative one is sent as it is, for the engine to refuse
+		us := s.Debounce.Microseconds()
+		if s.Debounce > 0 {
+			us = max(1, us)
+		}
+		d := fmt.Sprintf("%d microseconds", us)
+		debounce = &d
+	}
 	if s.ReplaceDuplicate {
 		r := "replace"
 		onConflict = &r
@@ -86,7 +117,8 @@ func (s JobSpec) MarshalJSON() ([]byte, error) {
 		Timeout      *string `json:"timeout,omitempty"`
 		UniqueWindow *string `json:"unique_window,omitempty"`
 		OnConflict   *string `json:"on_conflict,omitempty"`
-	}{plain(s), timeout, window, onConflict})
+		Debounce     *string `json:"debounce,omitempty"`
+	}{plain(s), timeout, window, onConflict, debounce})
 }
 
 // An Option adjusts one job spec given to [Enqueue].
@@ -136,10 +168,35 @@ func ReplaceDuplicate() Option { return func(s *JobSpec) { s.ReplaceDuplicate = 
 // warm or declared claims it.
 func ModelRequired() Option { return func(s *JobSpec) { s.ModelRequired = true } }
 
+// SequenceKey makes the job one of the sequence key of its queue: the sequence's jobs
+// run one at a time, in enqueue order, across all runners. A job enqueued behind an
+// unfinished one is pending (held) until the jobs before it have ended; one that fails
+// for good holds the rest until it is retried or cancelled, unless its queue's
+// sequence_on_failure is "continue" (docs/operations.md, "Sequences").
+func SequenceKey(key string) Option { return func(s *JobSpec) { s.SequenceKey = key } }
+
+// Debounce folds the enqueues of key within window into one job (the trailing edge):
+// while the key's last job has not started and its window has not ended, an enqueue
+// gives it the new args and meta and moves its start to now plus window, and returns
+// it with Folded set; otherwise the job is enqueued to start after window. With
+// [UniqueKey] too, the unique key is checked first.
+func Debounce(key string, window time.Duration) Option {
+	return func(s *JobSpec) { s.DebounceKey, s.Debounce, s.DebounceEdge = key, window, DebounceTrailing }
+}
+
+// Throttle runs the first enqueue of key at once and answers every other enqueue of
+// key within window of it with that job, Folded set, writing nothing (the leading
+// edge of a debounce).
+func Throttle(key string, window time.Duration) Option {
+	return func(s *JobSpec) { s.DebounceKey, s.Debounce, s.DebounceEdge = key, window, DebounceLeading }
+}
+
 // Enqueue adds one job of kind with args (marshalled to a JSON object) and returns
 // it. With kind "" the kind is args' own ([JobArgs]); see also [Client.EnqueueArgs].
 // With [UniqueKey] and an active job holding the key, that job is returned with
-// Deduplicated set and nothing is written. It is [Client.EnqueueMany] with one spec.
+// Deduplicated set and nothing is written; with [Debounce] or [Throttle], the job the
+// spec folded into is returned with Folded set. It is [Client.EnqueueMany] with one
+// spec.
 func (c *Client) Enqueue(ctx context.Context, kind string, args any, opts ...Option) (*Job, error) {
 	return enqueueOne(ctx, c.pool, c.cfg.Queue, kind, args, opts)
 }
@@ -197,7 +254,8 @@ func enqueueMany(ctx context.Context, db DB, queue string, specs []JobSpec) ([]*
 	}
 	rows, err := db.Query(ctx, sqlapi.EnqueueColumns,
 		b.kinds, b.args, b.queues, b.priorities, b.runAts, b.maxAttempts, b.uniqueKeys, b.parentIDs,
-		b.models, b.timeouts, b.metas, b.concurrencyKeys, b.uniqueWindows, b.onConflicts, b.modelRequireds)
+		b.models, b.timeouts, b.metas, b.concurrencyKeys, b.uniqueWindows, b.onConflicts, b.modelRequireds,
+		b.sequenceKeys, b.debounceKeys, b.debounces, b.debounceEdges)
 	if err != nil {
 		return nil, dbError("enqueue", err)
 	}
@@ -228,6 +286,10 @@ type batch struct {
 	uniqueWindows   []pgtype.Interval
 	onConflicts     []pgtype.Text
 	modelRequireds  []bool
+	sequenceKeys    []pgtype.Text
+	debounceKeys    []pgtype.Text
+	debounces       []pgtype.Interval
+	debounceEdges   []pgtype.Text
 }
 
 // add appends spec i of n. A spec with no kind takes its args' ([KindOf]), one with
@@ -244,6 +306,9 @@ func (b *batch) add(i, n int, s JobSpec) error {
 	}
 	if s.UniqueWindow < 0 {
 		return invalidInput("enqueue %s: unique window %s is negative", s.Kind, s.UniqueWindow)
+	}
+	if s.Debounce < 0 {
+		return invalidInput("enqueue %s: debounce window %s is negative", s.Kind, s.Debounce)
 	}
 	if b.kinds == nil {
 		b.kinds = make([]string, 0, n)
@@ -301,6 +366,12 @@ func (b *batch) add(i, n int, s JobSpec) error {
 	if s.ModelRequired {
 		lazyColumn(&b.modelRequireds, n)[i] = true
 	}
+	setText(&b.sequenceKeys, n, i, s.SequenceKey)
+	setText(&b.debounceKeys, n, i, s.DebounceKey)
+	if s.Debounce > 0 { // in whole microseconds, never rounded down to 0 (refused)
+		lazyColumn(&b.debounces, n)[i] = pgtype.Interval{Microseconds: max(1, s.Debounce.Microseconds()), Valid: true}
+	}
+	setText(&b.debounceEdges, n, i, string(s.DebounceEdge))
 	return nil
 }
 

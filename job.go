@@ -100,6 +100,12 @@ type Job struct {
 	ClaimID ClaimID `db:"claim_id"`
 	// LeaseLength is the lease of the current claim: renew it every third of this.
 	LeaseLength *time.Duration `db:"lease_length"`
+	// SequenceKey makes the job one of a sequence: the jobs of its queue with this key
+	// run one at a time, in id order. While another job of the sequence is its head
+	// the job is pending, held (docs/operations.md, "Sequences").
+	SequenceKey *string `db:"sequence_key"`
+	// DebounceKey is the key the job was debounced by ([Debounce], [Throttle]).
+	DebounceKey *string `db:"debounce_key"`
 
 	// Deduplicated is not a column: it reports what [Client.EnqueueMany] (and every
 	// other enqueue call) did with the spec this job answers, as pgrun.enqueued's
@@ -109,14 +115,21 @@ type Job struct {
 	// as it is, or with ReplaceDuplicate after taking the spec's args. False on a
 	// job just enqueued, and on any job read another way.
 	Deduplicated bool `db:"-"`
+	// Folded is not a column either: true when a debounced spec ([Debounce],
+	// [Throttle]) was folded into this job, an earlier one of its key, instead of
+	// enqueued: with [Debounce] the job took the spec's args and now runs when the
+	// new window ends; with [Throttle] the job was returned as it is. False on a job
+	// just enqueued, and on any job read another way.
+	Folded bool `db:"-"`
 }
 
 // Enqueued is one row of the SQL composite pgrun.enqueued, what enqueueing one spec
-// returned: the job, then whether it was deduplicated (see Job.Deduplicated, which
-// the client sets from it).
+// returned: the job, then whether it was deduplicated and whether it was folded (see
+// Job.Deduplicated and Job.Folded, which the client sets from them).
 type Enqueued struct {
 	Job
 	Deduplicated bool `db:"deduplicated"`
+	Folded       bool `db:"folded"`
 }
 
 // ClaimID is a claim token, pgrun.jobs.claim_id: a UUID, zero for none. It scans
@@ -215,7 +228,7 @@ func collectJobs(rows pgx.Rows, capacity int) ([]*Job, error) {
 }
 
 // collectEnqueued scans rows of pgrun.enqueued ([Enqueued]) as collectJobs does,
-// with Deduplicated set.
+// with Deduplicated and Folded set.
 func collectEnqueued(rows pgx.Rows, capacity int) ([]*Job, error) {
 	all, err := appendJobRows(make([]Job, 0, capacity), rows, true)
 	if err != nil {

@@ -38,7 +38,7 @@ var jobColumnOIDs = [...]uint32{
 	pgtype.TextOID, pgtype.TextOID, pgtype.JSONBOID, pgtype.Int4OID, // model, unique_key, meta, children_failed
 	pgtype.TextArrayOID, pgtype.Float8OID, pgtype.TimestamptzOID, // child_errors, failure_ratio, dispatched_at
 	pgtype.TextOID, pgtype.BoolOID, pgtype.TextOID, pgtype.TimestamptzOID, // concurrency_key, model_required, tenant, deadline_at
-	pgtype.UUIDOID, pgtype.IntervalOID, // claim_id, lease_length
+	pgtype.UUIDOID, pgtype.IntervalOID, pgtype.TextOID, pgtype.TextOID, // claim_id, lease_length, sequence_key, debounce_key
 }
 
 // AppendJobs scans rows that select the columns of pgrun.jobs as the binding does
@@ -52,7 +52,7 @@ func AppendJobs(dst []Job, rows pgx.Rows) ([]Job, error) {
 }
 
 // appendJobRows is AppendJobs; with dedup, the rows end in pgrun.enqueued's
-// deduplicated column, which sets each job's Deduplicated.
+// deduplicated and folded columns, which set each job's Deduplicated and Folded.
 func appendJobRows(dst []Job, rows pgx.Rows, dedup bool) ([]Job, error) {
 	defer rows.Close()
 	w, fast := newJobWire(rows, dedup, 0)
@@ -75,7 +75,7 @@ func appendJobRows(dst []Job, rows pgx.Rows, dedup bool) ([]Job, error) {
 // shared with it.
 type jobWire struct {
 	loc     *time.Location // the connection's location for timestamps; nil: local
-	dedup   bool           // the rows end in pgrun.enqueued's deduplicated column
+	dedup   bool           // the rows end in pgrun.enqueued's deduplicated and folded columns
 	formats [len(jobColumnOIDs)]int16
 	chunk   int // elements per block
 	times   []time.Time
@@ -89,7 +89,7 @@ type jobWire struct {
 
 // textColumns is the number of text columns of a job row: their values are shared
 // with the previous row's where equal.
-const textColumns = 9
+const textColumns = 11
 
 // wireBlock is the size of a block of JSON bytes; a value over a quarter of it gets
 // its own allocation.
@@ -134,9 +134,9 @@ func newJobWire(rows pgx.Rows, dedup bool, rowsHint int) (w jobWire, ok bool) {
 	return w, true
 }
 
-// decodable reports whether fds are sqlapi.JobColumns (then deduplicated, with
-// dedup), each of its expected type and in binary format (or either, for text and
-// jsonb).
+// decodable reports whether fds are sqlapi.JobColumns (then deduplicated and folded,
+// with dedup), each of its expected type and in binary format (or either, for text
+// and jsonb).
 func decodable(fds []pgconn.FieldDescription, dedup bool) bool {
 	if checkedFields.Load() == &fds[0] {
 		return true
@@ -153,8 +153,12 @@ func decodable(fds []pgconn.FieldDescription, dedup bool) bool {
 			return false
 		}
 	}
-	if dedup && (fds[len(jobColumnOIDs)].Format != pgx.BinaryFormatCode || fds[len(jobColumnOIDs)].DataTypeOID != pgtype.BoolOID) {
-		return false
+	if dedup {
+		for _, fd := range fds[len(jobColumnOIDs):] {
+			if fd.Format != pgx.BinaryFormatCode || fd.DataTypeOID != pgtype.BoolOID {
+				return false
+			}
+		}
 	}
 	checkedFields.Store(&fds[0])
 	return true
@@ -165,7 +169,7 @@ func decodable(fds []pgconn.FieldDescription, dedup bool) bool {
 func (w *jobWire) decode(raw [][]byte, j *Job) bool {
 	want := len(jobColumnOIDs)
 	if w.dedup {
-		want++
+		want += 2
 	}
 	if len(raw) != want {
 		return false
@@ -210,8 +214,11 @@ func (w *jobWire) decode(raw [][]byte, j *Job) bool {
 	j.DeadlineAt = r.timePtr()
 	j.ClaimID = r.uuid()
 	j.LeaseLength = r.intervalPtr()
+	j.SequenceKey = r.textPtr(9)
+	j.DebounceKey = r.textPtr(10)
 	if w.dedup {
 		j.Deduplicated = r.bool()
+		j.Folded = r.bool()
 	}
 	return r.ok
 }

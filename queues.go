@@ -30,6 +30,26 @@ type QueueStats struct {
 	// they wait for a deploy, not for capacity.
 	Unhandled int64 `db:"unhandled"`
 	Estimated bool  `db:"estimated"`
+	// Held counts pending jobs held by their sequence (behind its head, or behind a
+	// job that failed for good): [Client.JobBlocker] says why each waits.
+	Held int64 `db:"held"`
+	// FairBy is the queue's fairness key, nil when it claims in one global order.
+	FairBy *string `db:"fair_by"`
+	// ConcurrencyLimit is the per-key limit; KeysRunning, the concurrency keys with
+	// jobs of the queue running now (nil without the limit).
+	ConcurrencyLimit *int   `db:"concurrency_limit"`
+	KeysRunning      *int64 `db:"keys_running"`
+	// KeyRateLimit per KeyRatePeriod is the per-key rate; KeyWindows, the keys with a
+	// rate window open now (nil without the limit).
+	KeyRateLimit  *int           `db:"key_rate_limit"`
+	KeyRatePeriod *time.Duration `db:"key_rate_period"`
+	KeyWindows    *int64         `db:"key_windows"`
+	// KeysAtLimit counts the keys that may start nothing more now: at their
+	// concurrency limit or with their rate window full (nil without per-key limits).
+	KeysAtLimit *int64 `db:"keys_at_limit"`
+	// PriorityAging is how long a due job waits to gain one priority level, nil for
+	// none.
+	PriorityAging *time.Duration `db:"priority_aging"`
 }
 
 // QueuePolicy is one row of pgrun.queues: a queue's settings (docs/operations.md).
@@ -54,6 +74,17 @@ type QueuePolicy struct {
 	Archive            bool           `db:"archive"`
 	WarmWait           *time.Duration `db:"warm_wait"`
 	Ephemeral          bool           `db:"ephemeral"`
+	// SequenceOnFailure is what a job of a sequence that fails for good does to the
+	// jobs behind it: "hold" them (the default) or "continue".
+	SequenceOnFailure string `db:"sequence_on_failure"`
+	// FairBy, when set ("concurrency_key" or "tenant"), has claims take jobs
+	// round-robin across that key's values.
+	FairBy *string `db:"fair_by"`
+	// KeyRateLimit caps claims per concurrency key per KeyRatePeriod (nil: 1 second).
+	KeyRateLimit  *int           `db:"key_rate_limit"`
+	KeyRatePeriod *time.Duration `db:"key_rate_period"`
+	// PriorityAging raises a due job's priority one level per this much waiting.
+	PriorityAging *time.Duration `db:"priority_aging"`
 }
 
 // QueueSettings is what [Client.SetQueue] changes: each field left nil keeps the
@@ -74,6 +105,20 @@ type QueueSettings struct {
 	Archive            *bool          // move pruned jobs to pgrun.jobs_archive
 	WarmWait           *time.Duration
 	Ephemeral          *bool // delete jobs as they succeed
+	// SequenceOnFailure is "hold" (a sequence waits for its failed job to be retried
+	// or cancelled) or "continue" (the next job runs).
+	SequenceOnFailure *string
+	// FairBy is "concurrency_key" or "tenant": claims go round-robin across that key's
+	// values, so a key with a large backlog cannot starve one with a few jobs; the
+	// queue's claims then take turns under its row lock (docs/operations.md, Fairness).
+	FairBy *string
+	// KeyRateLimit caps claims per concurrency key per KeyRatePeriod (default 1 second),
+	// exactly, across runners.
+	KeyRateLimit  *int
+	KeyRatePeriod *time.Duration
+	// PriorityAging raises a due job's effective priority by one level for every
+	// PriorityAging it has waited, so that low-priority work is never starved.
+	PriorityAging *time.Duration
 	// Reset lists settings to clear, by their column names ("max_running", ...).
 	Reset []string
 }
@@ -119,7 +164,27 @@ func (c *Client) SetQueue(ctx context.Context, name string, s QueueSettings) (*Q
 	}
 	return c.queueCall(ctx, "set queue", name, sqlapi.SetQueue, name, s.MaxRunning, s.RateLimit, s.RatePeriod,
 		s.ConcurrencyLimit, s.DefaultLease, timeout, s.DefaultMaxAttempts, s.BackoffBase, s.BackoffMax,
-		s.Retention, s.Archive, s.Reset, s.WarmWait, s.Ephemeral)
+		s.Retention, s.Archive, s.Reset, s.WarmWait, s.Ephemeral, s.SequenceOnFailure, s.FairBy,
+		s.KeyRateLimit, s.KeyRatePeriod, s.PriorityAging)
+}
+
+// JobBlocker says why job id, queued or pending, is not being claimed now: every
+// reason that holds (held by its sequence, not due yet, its queue paused, no live
+// worker for its queue or kind, a queue or per-key limit reached, ...), joined by
+// "; ", or "" when nothing holds it (it waits only for the jobs ahead of it, or is
+// neither queued nor pending). An unknown id gives [ErrNotFound] (pgrun.job_blocker).
+func (c *Client) JobBlocker(ctx context.Context, id int64) (string, error) {
+	var why *string
+	if err := c.pool.QueryRow(ctx, sqlapi.JobBlocker, id).Scan(&why); err != nil {
+		if sqlState(err) == "P0002" {
+			return "", jobNotFound(id, err)
+		}
+		return "", dbError("job blocker", err)
+	}
+	if why == nil {
+		return "", nil
+	}
+	return *why, nil
 }
 
 // queueCall runs a statement returning one row of pgrun.queues.

@@ -19,7 +19,7 @@ func (j *Job) ScanRow(rows pgx.Rows) error {
 }
 
 // ScanRow implements pgx.RowScanner for rows of pgrun.enqueued: the job's columns
-// then deduplicated (see [Job.ScanRow]).
+// then deduplicated and folded (see [Job.ScanRow]).
 func (e *Enqueued) ScanRow(rows pgx.Rows) error {
 	if w, ok := newJobWire(rows, true, 1); !ok || !w.decode(rows.RawValues(), &e.Job) {
 		if err := e.Job.scanSlow(rows, true); err != nil {
@@ -27,18 +27,19 @@ func (e *Enqueued) ScanRow(rows pgx.Rows) error {
 		}
 	}
 	e.Deduplicated = e.Job.Deduplicated
+	e.Folded = e.Job.Folded
 	return nil
 }
 
 // scanSlow scans a row pgx's way: into the hand-written list of fields (targets) when
-// its columns are sqlapi.JobColumns (then deduplicated, with dedup) but the wire
-// decoder could not take it (text format, an unexpected value), else by name. With
-// dedup it sets j.Deduplicated.
+// its columns are sqlapi.JobColumns (then deduplicated and folded, with dedup) but
+// the wire decoder could not take it (text format, an unexpected value), else by
+// name. With dedup it sets j.Deduplicated and j.Folded.
 func (j *Job) scanSlow(rows pgx.Rows, dedup bool) error {
 	if columnsAre(rows.FieldDescriptions(), jobColumnNames, dedup) {
-		dst := j.targets(make([]any, 0, len(jobColumnNames)+1))
+		dst := j.targets(make([]any, 0, len(jobColumnNames)+2))
 		if dedup {
-			dst = append(dst, &j.Deduplicated)
+			dst = append(dst, &j.Deduplicated, &j.Folded)
 		}
 		return rows.Scan(dst...)
 	}
@@ -46,6 +47,7 @@ func (j *Job) scanSlow(rows pgx.Rows, dedup bool) error {
 		v, err := pgx.RowToStructByName[enqueuedByName](rows)
 		*j = v.Job
 		j.Deduplicated = v.Deduplicated
+		j.Folded = v.Folded
 		return err
 	}
 	v, err := pgx.RowToStructByName[jobByName](rows)
@@ -67,14 +69,14 @@ var jobColumnNames = []string{"id", "kind", "queue", "args", "status", "priority
 	"progress_current", "progress_total", "parent_id", "run_id", "node", "deps_remaining",
 	"model", "unique_key", "meta", "children_failed", "child_errors", "failure_ratio",
 	"dispatched_at", "concurrency_key", "model_required", "tenant", "deadline_at", "claim_id",
-	"lease_length"}
+	"lease_length", "sequence_key", "debounce_key"}
 
-// columnsAre reports whether the columns fds are names (then deduplicated, with
-// dedup).
+// columnsAre reports whether the columns fds are names (then deduplicated and
+// folded, with dedup).
 func columnsAre(fds []pgconn.FieldDescription, names []string, dedup bool) bool {
 	n := len(names)
 	if dedup {
-		n++
+		n += 2
 	}
 	if len(fds) != n {
 		return false
@@ -84,7 +86,7 @@ func columnsAre(fds []pgconn.FieldDescription, names []string, dedup bool) bool 
 			return false
 		}
 	}
-	return !dedup || fds[len(names)].Name == "deduplicated"
+	return !dedup || (fds[len(names)].Name == "deduplicated" && fds[len(names)+1].Name == "folded")
 }
 
 // targets appends j's fields to dst in the order of jobColumnNames. JSON columns go
@@ -98,5 +100,5 @@ func (j *Job) targets(dst []any) []any {
 		&j.ProgressTotal, &j.ParentID, &j.RunID, &j.Node, &j.DepsRemaining, &j.Model,
 		&j.UniqueKey, (*[]byte)(&j.Meta), &j.ChildrenFailed, &j.ChildErrors, &j.FailureRatio,
 		&j.DispatchedAt, &j.ConcurrencyKey, &j.ModelRequired, &j.Tenant, &j.DeadlineAt,
-		&j.ClaimID, &j.LeaseLength)
+		&j.ClaimID, &j.LeaseLength, &j.SequenceKey, &j.DebounceKey)
 }

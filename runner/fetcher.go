@@ -78,6 +78,14 @@ type fetcher struct {
 
 	// claimFn is claim; a test may put a stand-in here.
 	claimFn func(ctx context.Context, n int, after *claimKey) ([]*pgrun.Job, bool, error)
+
+	// While the database is unreachable run waits between claims (outage.wait).
+	// claimsDown counts the claims that found it unreachable, waitedOut the waits
+	// that ran to their end, cutShort those the end of the outage cut short
+	// (outage.recovered).
+	claimsDown atomic.Int64
+	waitedOut  atomic.Int64
+	cutShort   atomic.Int64
 }
 
 // maxInflight is how many claims of one queue a runner has in flight at once: two
@@ -206,7 +214,9 @@ func (f *fetcher) free() int {
 // against claims of half the capacity).
 func (f *fetcher) want() int { return max(1, min((f.slots+f.prefetch())/2, f.r.cfg.MaxClaim)) }
 
-// claimErrorBackoff is how long a fetcher waits after a failed claim.
+// claimErrorBackoff is how long a fetcher waits after a claim failed for a reason
+// other than an unreachable database (which waits outageWait, cut short when the
+// database is back: see outage.go).
 const claimErrorBackoff = time.Second
 
 func (f *fetcher) run(ctx context.Context) {
@@ -230,6 +240,10 @@ func (f *fetcher) run(ctx context.Context) {
 		f.requeueBuffered()
 	}()
 	var backoff, retry <-chan time.Time
+	// back is closed when the outage a backoff waits out ends; fails counts the claims
+	// in a row that found the database unreachable.
+	var back <-chan struct{}
+	fails := 0
 	for {
 		if backoff == nil && ctx.Err() == nil {
 			f.launch(ctx, results)
@@ -248,13 +262,27 @@ func (f *fetcher) run(ctx context.Context) {
 				if ctx.Err() != nil {
 					return
 				}
-				if !f.r.down.fail("claim "+f.queue, err) {
+				if f.r.down.fail("claim "+f.queue, err) {
+					f.claimsDown.Add(1)
+					backoff, back = time.After(f.r.down.wait(fails)), f.r.down.recovered()
+					fails++
+				} else {
 					f.r.log.Error("claim failed", "queue", f.queue, "err", err)
+					backoff, back = time.After(claimErrorBackoff), nil
 				}
-				backoff = time.After(claimErrorBackoff)
+			} else {
+				fails = 0
 			}
+		case <-back:
+			// The database is back (another call got through): claim now.
+			backoff, back = nil, nil
+			f.cutShort.Add(1)
+			f.woken()
 		case <-backoff:
-			backoff = nil
+			if back != nil {
+				f.waitedOut.Add(1)
+			}
+			backoff, back = nil, nil
 		case <-retry:
 			retry = nil
 			f.woken()
@@ -533,7 +561,7 @@ func (f *fetcher) claim(ctx context.Context, n int, after *claimKey) (jobs []*pg
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
 	defer cancel()
-	err = withRetry(cctx, func(cctx context.Context) error {
+	err = retryReachable(cctx, func(cctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

@@ -18,7 +18,14 @@ import (
 // leader's call does the work and renews the lease for three intervals, and the
 // others' calls return at once. A leader that freezes (SIGSTOP, a GC pause, a stuck
 // VM) or is partitioned stops renewing, so another runner takes over within three
-// rounds; no session lock is involved that another role could hold.
+// rounds; no session lock is involved that another role could hold. (A leader whose
+// database session is seen to end, its process killed, loses the lease at once:
+// pgrun.take_maintenance.)
+//
+// After an outage the runner settles (outage.go) before its next round: the
+// completions it buffered are recorded before this runner, if it leads, judges any
+// lease. Other runners' reports are covered by the grace the database gives every
+// lease after the outage (pgrun.note_server_epoch).
 func (r *Runner) maintainLoop(ctx context.Context) {
 	t := time.NewTicker(r.cfg.MaintenanceInterval)
 	defer t.Stop()
@@ -28,6 +35,12 @@ func (r *Runner) maintainLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if err := r.settle(ctx); err != nil {
+			if ctx.Err() == nil && !r.down.fail("maintain", err) {
+				r.log.Warn("settling before maintenance failed", "err", err)
+			}
+			continue
 		}
 		var out []byte
 		began := time.Now()
@@ -67,6 +80,8 @@ func (r *Runner) maintainLoop(ctx context.Context) {
 }
 
 // logMaintenance logs a maintain() round that did something, and its step errors.
+// What a step did is a number at the top of the answer, or, for reap_lost_sessions,
+// its "workers" (runners found dead) under "steps".
 func (r *Runner) logMaintenance(m map[string]json.RawMessage, out []byte) {
 	if errs, ok := m["errors"]; ok {
 		r.log.Error("maintenance steps failed; the other steps ran", "errors", string(errs), "broken_jobs", string(m["broken_jobs"]))
@@ -77,6 +92,14 @@ func (r *Runner) logMaintenance(m map[string]json.RawMessage, out []byte) {
 			r.log.Info("maintenance", "did", string(out))
 			return
 		}
+	}
+	var steps struct {
+		Sessions struct {
+			Workers float64 `json:"workers"`
+		} `json:"reap_lost_sessions"`
+	}
+	if json.Unmarshal(m["steps"], &steps) == nil && steps.Sessions.Workers > 0 {
+		r.log.Info("maintenance", "did", string(out))
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -29,12 +30,41 @@ import (
 // under its id that it does not hold (a claim whose answer was lost in flight, or one
 // a failover undid and the runner gave up).
 
+// While the database is unreachable, the calls that retry on their own (the
+// fetchers' claims, the listener's reconnection) wait outageWait between attempts:
+// jittered, from about 50 ms doubling up to 2 s, so that a fleet of runners does not
+// knock in step, and a short blip costs little. The first call that gets through
+// ends the outage (ok) and wakes every fetcher at once (recovered): after a restart
+// the runner claims as soon as any of its connections works again, not at the end of
+// its own wait.
+const (
+	outageRetryMin = 50 * time.Millisecond
+	outageRetryMax = 2 * time.Second
+)
+
+// outageWait is the wait before retry n (from 0) of a call that found the database
+// unreachable: outageRetryMin doubled n times, at most outageRetryMax, of which a
+// random part of up to half is taken off ("equal jitter").
+func outageWait(n int) time.Duration {
+	d := outageRetryMax
+	if n < 8 {
+		d = min(outageRetryMin<<n, outageRetryMax)
+	}
+	return d - rand.N(d/2+1)
+}
+
 // outage tracks whether the database is reachable, as the runner's calls find it.
 type outage struct {
 	log *slog.Logger
 	now func() time.Time
 	// settle is poked when a call gets through after an outage.
 	settle chan struct{}
+	// wait is outageWait, the fetchers' wait between claims while the database is
+	// unreachable; a test may stretch it to show what woke a fetcher.
+	wait func(n int) time.Duration
+	// back is closed when the outage ends (recovered); a new one is made when the next
+	// begins. Guarded by mu.
+	back chan struct{}
 
 	down      atomic.Bool // fast path for ok(): false while all is well
 	unsettled atomic.Bool // an outage happened and the runner has not settled since
@@ -42,13 +72,31 @@ type outage struct {
 	mu     sync.Mutex
 	since  time.Time // when the first call failed
 	failed int64     // calls failed since
+	ended  time.Time // when the last outage ended
+	quiet  bool      // this outage reopened the last one (see outageMerge)
 	total  atomic.Int64
 	count  atomic.Int64 // outages so far
 }
 
 func newOutage(log *slog.Logger) *outage {
-	return &outage{log: log, now: time.Now, settle: make(chan struct{}, 1)}
+	back := make(chan struct{})
+	close(back)
+	return &outage{log: log, now: time.Now, settle: make(chan struct{}, 1), wait: outageWait, back: back}
 }
+
+// recovered returns a channel that is closed once the database is found reachable
+// again: already closed when no outage is under way.
+func (o *outage) recovered() <-chan struct{} {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.back
+}
+
+// outageMerge is how soon after an outage ended a failed call reopens it rather than
+// begin a new one: the pool's connections that died in the outage are found dead at
+// their next use, just after the listener's new connection got through, and they
+// are the same outage, not another to log and count.
+const outageMerge = time.Second
 
 // fail records a failed call, named what, with error err. It returns true if err
 // says the database is unreachable: the outage is logged (when it begins) and
@@ -65,9 +113,16 @@ func (o *outage) fail(what string, err error) bool {
 		o.failed++
 		return true
 	}
-	o.since, o.failed = o.now(), 1
+	now := o.now()
+	o.back = make(chan struct{})
 	o.down.Store(true)
 	o.unsettled.Store(true)
+	if o.quiet = !o.ended.IsZero() && now.Sub(o.ended) < outageMerge; o.quiet {
+		o.since = now
+		o.failed++
+		return true
+	}
+	o.since, o.failed = now, 1
 	o.count.Add(1)
 	o.log.Warn("database unreachable; background calls retry quietly until it is back", "call", what, "err", err)
 	return true
@@ -87,9 +142,13 @@ func (o *outage) ok(began time.Time) {
 		return
 	}
 	o.down.Store(false)
-	took, failed := o.now().Sub(o.since), o.failed
+	close(o.back) // every fetcher waiting out a retry claims now
+	o.ended = o.now()
+	took, failed, quiet := o.ended.Sub(o.since), o.failed, o.quiet
 	o.mu.Unlock()
-	o.log.Warn("database reachable again", "after", took.Round(time.Millisecond), "failed_calls", failed)
+	if !quiet {
+		o.log.Warn("database reachable again", "after", took.Round(time.Millisecond), "failed_calls", failed)
+	}
 	select {
 	case o.settle <- struct{}{}:
 	default:
@@ -227,3 +286,28 @@ func (r *Runner) arrive(jobs []*pgrun.Job) {
 	}
 	r.mu.Unlock()
 }
+
+// retryReachable is withRetry for a call whose caller waits out an outage itself: it
+// retries transient errors (a serialization failure, a deadlock, too many
+// connections) but returns at once an error that says the database is unreachable,
+// so that the fetcher's wait, which the end of the outage cuts short, takes over from
+// a retry loop that nothing could wake.
+func retryReachable(ctx context.Context, fn func(context.Context) error) error {
+	err := withRetry(ctx, func(ctx context.Context) error {
+		err := fn(ctx)
+		if unreachable(err) {
+			return reachError{err}
+		}
+		return err
+	})
+	if re, ok := err.(reachError); ok {
+		return re.err
+	}
+	return err
+}
+
+// reachError carries an unreachable-database error out of withRetry: it hides the
+// error from isTransient (it has no Unwrap), so withRetry returns it at once.
+type reachError struct{ err error }
+
+func (e reachError) Error() string { return e.err.Error() }

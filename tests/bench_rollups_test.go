@@ -95,6 +95,13 @@ func BenchmarkRollupReaders(b *testing.B) {
 		                          interval '15 minutes', null, null, null, $1::timestamptz,
 		                          date_bin('15 minutes', $1::timestamptz, timestamptz '1970-01-01 00:00Z'),
 		                          date_bin('15 minutes', $1::timestamptz - interval '7 days', timestamptz '1970-01-01 00:00Z')) s`,
+		// Their totals over every queue and kind, as rollup_minutes writes them.
+		`insert into pgrun.job_minute_totals (minute, succeeded, failed, cancelled, wait_hist, run_hist)
+		 select minute, sum(succeeded), sum(failed), sum(cancelled), pgrun.hist_add(wait_hist), pgrun.hist_add(run_hist)
+		 from pgrun.job_minutes group by minute`,
+		`insert into pgrun.job_quarter_totals (quarter, succeeded, failed, cancelled, wait_hist, run_hist)
+		 select quarter, sum(succeeded), sum(failed), sum(cancelled), pgrun.hist_add(wait_hist), pgrun.hist_add(run_hist)
+		 from pgrun.job_quarters group by quarter`,
 		`insert into pgrun.error_minutes (minute, queue, kind, error_group, n, sample, first_at, last_at)
 		 select m.minute, m.queue, m.kind,
 		        case when m.kind = 'kind0' then 'smtp 421 N.N.N try again later (id N)' else m.kind || ' failed: timeout after Ns' end,
@@ -113,7 +120,8 @@ func BenchmarkRollupReaders(b *testing.B) {
 		        1, 1, t - interval '2 s', t - interval '3 s', t - interval '1 s', t,
 		        case when i % 50 = 0 then '{"class": "error", "message": "smtp 421 4.7.0 try again later"}'::jsonb end
 		 from generate_series(1, 18000) i, lateral (select $1::timestamptz + i * interval '5 ms' as t) s`,
-		`vacuum analyze pgrun.jobs, pgrun.job_minutes, pgrun.job_quarters, pgrun.error_minutes, pgrun.error_quarters`,
+		`vacuum analyze pgrun.jobs, pgrun.job_minutes, pgrun.job_quarters, pgrun.job_minute_totals, pgrun.job_quarter_totals,
+		 pgrun.error_minutes, pgrun.error_quarters`,
 	} {
 		_, err := seed.Exec(db.Ctx, sql, argsFor(sql, through)...)
 		require.NoError(b, err, sql)

@@ -79,7 +79,8 @@ func TestJobSpecHasEveryAttribute(t *testing.T) {
 		  and attnum > 0 and not attisdropped`).Scan(&attrs))
 	spec := pgrun.JobSpec{Kind: "k", Args: map[string]any{}, Queue: "q", Priority: 1, RunAt: new(time.Now()),
 		MaxAttempts: 2, UniqueKey: "u", ParentID: 3, Model: "m", Timeout: 1, Meta: map[string]any{"m": 1},
-		ConcurrencyKey: "c", UniqueWindow: 1, ReplaceDuplicate: true, ModelRequired: true}
+		ConcurrencyKey: "c", UniqueWindow: 1, ReplaceDuplicate: true, ModelRequired: true, SequenceKey: "s",
+		DebounceKey: "d", Debounce: 1, DebounceEdge: pgrun.DebounceLeading}
 	raw, err := spec.MarshalJSON()
 	require.NoError(t, err)
 	var keys []string
@@ -92,6 +93,7 @@ func TestJobSpecHasEveryAttribute(t *testing.T) {
 	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from jsonb_populate_record(null::pgrun.job_spec, $1::jsonb) s
 		where s.kind = 'k' and s.queue = 'q' and s.priority = 1 and s.max_attempts = 2 and s.unique_key = 'u'
 		  and s.parent_id = 3 and s.model = 'm' and s.timeout > '0' and s.concurrency_key = 'c'
-		  and s.unique_window > '0' and s.on_conflict = 'replace' and s.model_required`, raw).Scan(&n))
+		  and s.unique_window > '0' and s.on_conflict = 'replace' and s.model_required and s.sequence_key = 's'
+		  and s.debounce_key = 'd' and s.debounce > '0' and s.debounce_edge = 'leading'`, raw).Scan(&n))
 	require.Equal(t, 1, n)
 }

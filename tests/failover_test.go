@@ -37,7 +37,9 @@ import (
 //     jobs run and finish, starts it again, and shows that no job whose handler
 //     finished runs again.
 //
-// It takes about a minute and a half, so it runs only with PGRUN_FAILOVER_TEST=1:
+// It takes about a minute and a half (and TestFailoverPromotionAfterAGap, a standby
+// promoted only after a gap longer than a lease, in failover_gap_test.go, half a
+// minute more), so both run only with PGRUN_FAILOVER_TEST=1:
 //
 //	PGRUN_FAILOVER_TEST=1 go test -count=1 -v -run TestFailover ./tests/
 //

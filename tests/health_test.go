@@ -429,12 +429,39 @@ func TestHealthWarnsOfAQueueNoLiveWorkerServes(t *testing.T) {
 	require.Equal(t, "warning", w.Severity)
 	require.Equal(t, "orphan: 2 queued jobs and no live worker serves this queue", w.Message)
 	require.Contains(t, w.Hint, "runner work --queues orphan=8")
-	require.Equal(t, map[string]any{"queue": "orphan", "queued": 2.0, "estimated": false}, w.Fields)
+	require.Equal(t, map[string]any{"queue": "orphan", "queued": 2.0, "more": false}, w.Fields)
 	base := serveUI(t, b.Pool, ui.Options{})
 	requireShown(t, base, b.URL, w) // once: status' own flag of the queue is the same line
 
 	testkit.ExecAll(t, b, `select pgrun.worker_heartbeat('w1', 'host-1', 1, array['orphan'])`)
 	requireGone(t, b, base, "queue_unserved", "orphan:")
+}
+
+// queue_unserved counts a queue's due jobs exactly up to stats_exact_limit(), at
+// every priority, and past it says "more than" the limit (queue_stats has the
+// estimate); jobs not yet due are not counted, however many come first in the
+// claim order.
+func TestHealthCountsAnUnservedQueueUpToTheLimit(t *testing.T) {
+	b := testkit.Setup(t)
+	healthy(t, b)
+	var limit int
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select pgrun.stats_exact_limit()`).Scan(&limit))
+	testkit.ExecAll(t, b,
+		// Ahead in the claim order (priority 0) but not due; then 3 due at priority 5.
+		`insert into pgrun.jobs (kind, queue, priority, run_at) select 'noop', 'later', 0, now() + interval '1 hour'
+		 from generate_series(1, 20000)`,
+		`insert into pgrun.jobs (kind, queue, priority) select 'noop', 'later', 5 from generate_series(1, 3)`,
+		`insert into pgrun.jobs (kind, queue, priority) select 'noop', 'flood', i % 3 from generate_series(1, `+
+			fmt.Sprint(limit+1)+`) i`,
+		`insert into pgrun.jobs (kind, queue, priority) select 'noop', 'full', i % 2 from generate_series(1, `+
+			fmt.Sprint(limit)+`) i`)
+	rows := withCheck(health(t, b.Pool, ""), "queue_unserved")
+	require.Len(t, rows, 3, "%+v", rows)
+	require.Equal(t, fmt.Sprintf("flood: more than %d queued jobs and no live worker serves this queue", limit), rows[0].Message)
+	require.Equal(t, map[string]any{"queue": "flood", "queued": float64(limit), "more": true}, rows[0].Fields)
+	require.Equal(t, fmt.Sprintf("full: %d queued jobs and no live worker serves this queue", limit), rows[1].Message)
+	require.Equal(t, map[string]any{"queue": "full", "queued": float64(limit), "more": false}, rows[1].Fields)
+	require.Equal(t, "later: 3 queued jobs and no live worker serves this queue", rows[2].Message)
 }
 
 // Bad thresholds are refused with 22023 and a hint; pgrun_admin may call health,

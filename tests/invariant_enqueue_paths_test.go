@@ -25,7 +25,7 @@ import (
 const callerFields = `select jsonb_build_object('kind', kind, 'args', args, 'queue', queue, 'priority', priority,
 	'run_at', run_at, 'max_attempts', max_attempts, 'unique_key', unique_key, 'parent_id', parent_id,
 	'model', model, 'timeout', timeout, 'meta', meta, 'concurrency_key', concurrency_key,
-	'model_required', model_required)::text from pgrun.jobs where id = $1`
+	'model_required', model_required, 'sequence_key', sequence_key)::text from pgrun.jobs where id = $1`
 
 // Every path sets every field a caller may set: a spec with each field away from its
 // default comes back the same through each of them. The fields are checked against
@@ -41,15 +41,18 @@ func TestEveryEnqueuePathSetsEveryField(t *testing.T) {
 			"run_at": "2031-02-03T04:05:06+00:00", "max_attempts": 3.0, "unique_key": key,
 			"parent_id": float64(parent.ID), "model": "bge-small", "timeout": "00:10:00",
 			"meta": map[string]any{"trace": "t1"}, "concurrency_key": "acct-9", "model_required": true,
+			"sequence_key": "seq-" + key,
 		}
 	}
 
 	// The fields above are job_spec's attributes that are columns of pgrun.jobs (the
 	// other two, unique_window and on_conflict, shape deduplication and are checked
-	// in TestBatchAnswersInOrderAndFlagsDuplicates).
+	// in TestBatchAnswersInOrderAndFlagsDuplicates; debounce_key, debounce and
+	// debounce_edge shape folding, in invariant_debounce_test.go).
 	rows, err := b.Pool.Query(b.Ctx, `select a.attname::text from pg_attribute a
 		where a.attrelid = 'pgrun.job_spec'::regclass and a.attnum > 0 and not a.attisdropped
-		  and a.attname not in ('unique_window', 'on_conflict') order by a.attnum`)
+		  and a.attname not in ('unique_window', 'on_conflict', 'debounce_key', 'debounce', 'debounce_edge')
+		order by a.attnum`)
 	require.NoError(t, err)
 	attrs, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
@@ -65,13 +68,13 @@ func TestEveryEnqueuePathSetsEveryField(t *testing.T) {
 			err = b.Pool.QueryRow(b.Ctx, `select id from pgrun.enqueue_job('resize', '{"w": 64}', queue => 'images',
 				priority => 7, run_at => '2031-02-03T04:05:06Z', max_attempts => 3, unique_key => $1,
 				parent_id => $2, model => 'bge-small', timeout => '10 minutes', meta => '{"trace": "t1"}',
-				concurrency_key => 'acct-9', model_required => true)`, key, pid).Scan(&id)
+				concurrency_key => 'acct-9', model_required => true, sequence_key => 'seq-' || $1)`, key, pid).Scan(&id)
 			return id, err
 		},
 		"enqueue_specs": func(key string) (id int64, err error) {
 			err = b.Pool.QueryRow(b.Ctx, `select id from pgrun.enqueue_specs(array[row('resize', '{"w": 64}', 'images',
 				7, '2031-02-03T04:05:06Z', 3, $1, $2, 'bge-small', '10 minutes', '{"trace": "t1"}', 'acct-9',
-				null, null, true)::pgrun.job_spec])`, key, pid).Scan(&id)
+				null, null, true, 'seq-' || $1, null, null, null)::pgrun.job_spec])`, key, pid).Scan(&id)
 			return id, err
 		},
 		"job_spec by name": func(key string) (id int64, err error) {
@@ -79,14 +82,14 @@ func TestEveryEnqueuePathSetsEveryField(t *testing.T) {
 				args => '{"w": 64}', queue => 'images', priority => 7, run_at => '2031-02-03T04:05:06Z',
 				max_attempts => 3, unique_key => $1, parent_id => $2, model => 'bge-small',
 				timeout => '10 minutes', meta => '{"trace": "t1"}', concurrency_key => 'acct-9',
-				model_required => true)])`, key, pid).Scan(&id)
+				model_required => true, sequence_key => 'seq-' || $1)])`, key, pid).Scan(&id)
 			return id, err
 		},
 		"enqueue_jobs": func(key string) (id int64, err error) {
 			spec, _ := json.Marshal([]map[string]any{{"kind": "resize", "args": map[string]int{"w": 64}, "queue": "images",
 				"priority": 7, "run_at": "2031-02-03T04:05:06Z", "max_attempts": 3, "unique_key": key, "parent_id": pid,
 				"model": "bge-small", "timeout": "10 minutes", "meta": map[string]string{"trace": "t1"},
-				"concurrency_key": "acct-9", "model_required": true}})
+				"concurrency_key": "acct-9", "model_required": true, "sequence_key": "seq-" + key}})
 			err = b.Pool.QueryRow(b.Ctx, `select id from pgrun.enqueue_jobs($1::jsonb)`, spec).Scan(&id)
 			return id, err
 		},
@@ -94,21 +97,21 @@ func TestEveryEnqueuePathSetsEveryField(t *testing.T) {
 			err = b.Pool.QueryRow(b.Ctx, `select id from pgrun.enqueue_batch(array['resize'], array['{"w": 64}']::jsonb[],
 				array['images'], array[7], array['2031-02-03T04:05:06Z']::timestamptz[], array[3], array[$1::text],
 				array[$2::bigint], array['bge-small'], array['10 minutes']::interval[], array['{"trace": "t1"}']::jsonb[],
-				array['acct-9'], model_requireds => array[true])`, key, pid).Scan(&id)
+				array['acct-9'], model_requireds => array[true], sequence_keys => array['seq-' || $1])`, key, pid).Scan(&id)
 			return id, err
 		},
 		"INSERT": func(key string) (id int64, err error) {
 			err = b.Pool.QueryRow(b.Ctx, `insert into pgrun.jobs (kind, args, queue, priority, run_at, max_attempts,
-				unique_key, parent_id, model, timeout, meta, concurrency_key, model_required)
+				unique_key, parent_id, model, timeout, meta, concurrency_key, model_required, sequence_key)
 				values ('resize', '{"w": 64}', 'images', 7, '2031-02-03T04:05:06Z', 3, $1, $2, 'bge-small',
-				'10 minutes', '{"trace": "t1"}', 'acct-9', true) returning id`, key, pid).Scan(&id)
+				'10 minutes', '{"trace": "t1"}', 'acct-9', true, 'seq-' || $1) returning id`, key, pid).Scan(&id)
 			return id, err
 		},
 		"Go Enqueue": func(key string) (int64, error) {
 			j, err := pgrun.Enqueue(b.Ctx, b.Pool, "resize", map[string]int{"w": 64}, pgrun.Queue("images"),
 				pgrun.Priority(7), pgrun.RunAt(runAt), pgrun.MaxAttempts(3), pgrun.UniqueKey(key), pgrun.Parent(pid),
 				pgrun.Model("bge-small"), pgrun.Timeout(10*time.Minute), pgrun.Meta(map[string]any{"trace": "t1"}),
-				pgrun.ConcurrencyKey("acct-9"), pgrun.ModelRequired())
+				pgrun.ConcurrencyKey("acct-9"), pgrun.ModelRequired(), pgrun.SequenceKey("seq-"+key))
 			if err != nil {
 				return 0, err
 			}
@@ -118,7 +121,7 @@ func TestEveryEnqueuePathSetsEveryField(t *testing.T) {
 			jobs, err := pgrun.EnqueueMany(b.Ctx, b.Pool, []pgrun.JobSpec{{Kind: "resize", Args: map[string]int{"w": 64},
 				Queue: "images", Priority: 7, RunAt: &runAt, MaxAttempts: 3, UniqueKey: key, ParentID: pid,
 				Model: "bge-small", Timeout: 10 * time.Minute, Meta: map[string]any{"trace": "t1"},
-				ConcurrencyKey: "acct-9", ModelRequired: true}})
+				ConcurrencyKey: "acct-9", ModelRequired: true, SequenceKey: "seq-" + key}})
 			if err != nil {
 				return 0, err
 			}
@@ -186,11 +189,16 @@ func TestInsertTriggerRefusesWhatTheFunctionsRefuse(t *testing.T) {
 		{"meta", `jsonb_build_object('blob', repeat('x', 1100000))`},
 		{"concurrency_key", `repeat('c', 600)`},
 		{"parent_id", `987654321`},
+		{"sequence_key", `''`},
+		{"sequence_key", `repeat('s', 201)`},
+		{"debounce_key", `''`},
+		{"debounce_key", `'reindex:7'`}, // without a window: a plain INSERT cannot debounce
 	}
 	complete := map[string]string{"kind": `'noop'`, "args": `'{}'`, "queue": `'default'`, "priority": `0`,
 		"run_at": `now()`, "max_attempts": `25`, "timeout": `'1 hour'`, "meta": `'{}'`, "model_required": `false`}
-	// The rules: job_spec_fault's answers, read from its definition. unique_window and
-	// on_conflict are not columns: an INSERT cannot break them.
+	// The rules: job_spec_fault's answers, read from its definition. unique_window,
+	// on_conflict, debounce and debounce_edge are not columns: an INSERT cannot break
+	// them.
 	var def string
 	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select pg_get_functiondef('pgrun.job_spec_fault'::regproc)`).Scan(&def))
 	rules := map[string]bool{}
@@ -199,6 +207,8 @@ func TestInsertTriggerRefusesWhatTheFunctionsRefuse(t *testing.T) {
 	}
 	delete(rules, "unique_window")
 	delete(rules, "on_conflict")
+	delete(rules, "debounce")
+	delete(rules, "debounce_edge")
 	require.Greater(t, len(rules), 10, "the rules are read from the function")
 	covered := map[string]bool{}
 
@@ -281,13 +291,13 @@ func TestBatchAnswersInOrderAndFlagsDuplicates(t *testing.T) {
 		Deduplicated bool   `db:"deduplicated"`
 	}
 	rows, err := b.Pool.Query(b.Ctx, `select id, kind, deduplicated from pgrun.enqueue_specs(array[
-		row('a', null, null, null, null, null, null,  null, null, null, null, null, null, null, null),
-		row('b', null, null, null, null, null, 'held', null, null, null, null, null, null, null, null),
-		row('c', null, null, null, null, null, 'new', null, null, null, null, null, null, null, null),
-		row('d', null, null, null, null, null, 'new', null, null, null, null, null, null, null, null),
-		row('e', null, null, null, null, null, null,  null, null, null, null, null, null, null, null),
-		row('f', null, null, null, null, null, 'done', null, null, null, null, null, '1 hour', null, null),
-		row('g', '{"v": 2}', null, null, null, null, 'new', null, null, null, null, null, null, 'replace', null)
+		row('a', null, null, null, null, null, null,  null, null, null, null, null, null, null, null, null, null, null, null),
+		row('b', null, null, null, null, null, 'held', null, null, null, null, null, null, null, null, null, null, null, null),
+		row('c', null, null, null, null, null, 'new', null, null, null, null, null, null, null, null, null, null, null, null),
+		row('d', null, null, null, null, null, 'new', null, null, null, null, null, null, null, null, null, null, null, null),
+		row('e', null, null, null, null, null, null,  null, null, null, null, null, null, null, null, null, null, null, null),
+		row('f', null, null, null, null, null, 'done', null, null, null, null, null, '1 hour', null, null, null, null, null, null),
+		row('g', '{"v": 2}', null, null, null, null, 'new', null, null, null, null, null, null, 'replace', null, null, null, null, null)
 		]::pgrun.job_spec[])`)
 	require.NoError(t, err)
 	got, err := pgx.CollectRows(rows, pgx.RowToStructByName[answer])
@@ -340,7 +350,7 @@ func TestBatchAnswersInOrderAndFlagsDuplicates(t *testing.T) {
 	require.Equal(t, held.ID, again.ID)
 }
 
-// pgrun.enqueued is a row of pgrun.jobs and then deduplicated: the same columns, in
+// pgrun.enqueued is a row of pgrun.jobs and then deduplicated and folded: the same columns, in
 // the same order, of the same types. A migration that adds a column to pgrun.jobs
 // and not to the type fails here (and every enqueue would fail at run time).
 func TestEnqueuedFollowsTheJobsTable(t *testing.T) {
@@ -354,7 +364,7 @@ func TestEnqueuedFollowsTheJobsTable(t *testing.T) {
 		require.NoError(t, err)
 		return cols
 	}
-	require.Equal(t, append(list("pgrun.jobs"), "deduplicated boolean"), list("pgrun.enqueued"))
+	require.Equal(t, append(list("pgrun.jobs"), "deduplicated boolean", "folded boolean"), list("pgrun.enqueued"))
 }
 
 // `runner job enqueue` says when the job it reports was not enqueued because another

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,6 +25,8 @@ func rollupState(t testing.TB, b *testkit.DB) string {
 	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select concat_ws(E'\n',
 		(select string_agg(m::text, E'\n' order by m.minute, m.queue, m.kind) from pgrun.job_minutes m),
 		(select string_agg(q::text, E'\n' order by q.quarter, q.queue, q.kind) from pgrun.job_quarters q),
+		(select string_agg(m::text, E'\n' order by m.minute) from pgrun.job_minute_totals m),
+		(select string_agg(q::text, E'\n' order by q.quarter) from pgrun.job_quarter_totals q),
 		(select string_agg(e::text, E'\n' order by e.minute, e.queue, e.kind, e.error_group) from pgrun.error_minutes e),
 		(select string_agg(e::text, E'\n' order by e.quarter, e.queue, e.kind, e.error_group) from pgrun.error_quarters e),
 		(select through::text from pgrun.rollup_watermark))`).Scan(&s))
@@ -61,6 +64,7 @@ func TestRollingUpAMinuteAgainChangesNothing(t *testing.T) {
 	testkit.ExecAll(t, b, `update pgrun.rollup_watermark set through = '2030-01-01 11:00Z'`)
 	rollUp(t, b, now)
 	require.Zero(t, countRowsTB(t, b, `select count(*) from pgrun.job_minutes where minute = '2030-01-01 11:29Z'`))
+	require.Zero(t, countRowsTB(t, b, `select count(*) from pgrun.job_minute_totals where minute = '2030-01-01 11:29Z'`))
 	require.Zero(t, countRowsTB(t, b, `select count(*) from pgrun.error_minutes where minute = '2030-01-01 11:29Z'`))
 }
 
@@ -104,6 +108,44 @@ func TestRollupCatchUpIsBoundedPerCall(t *testing.T) {
 	require.Equal(t, t0.Add(59*time.Minute), through.UTC())
 }
 
+// The totals over every queue and kind (job_minute_totals, job_quarter_totals, which
+// the charts of everything read) are the sums of the rows by queue and kind, minute
+// by minute and quarter by quarter, whichever call rolled each up: a catch-up in
+// steps, a quarter whose minutes came in several calls, minutes rolled up again.
+func TestRollupTotalsAreTheSumsOfTheirQueuesAndKinds(t *testing.T) {
+	b := testkit.Setup(t)
+	t0 := testkit.At("2030-01-01T10:00:00Z")
+	injectBurst(t, b, t0)
+	var es []ending
+	for i := range 90 { // 10:00 to 11:29, a few queues and kinds, one ending a minute each
+		es = append(es, ending{Queue: []string{"emails", "images", "audit"}[i%3], Kind: []string{"send", "resize"}[i%2],
+			Status: []string{"succeeded", "failed", "cancelled", "succeeded"}[i%4], At: t0.Add(time.Duration(i)*time.Minute + 7*time.Second),
+			Wait: time.Duration(i) * 30 * time.Millisecond, Run: time.Duration(i%17) * 90 * time.Millisecond})
+	}
+	endJobs(t, b, es)
+	for _, now := range []time.Time{t0.Add(17 * time.Minute), t0.Add(31*time.Minute + 20*time.Second), t0.Add(2 * time.Hour)} {
+		rollUp(t, b, now)
+	}
+	testkit.ExecAll(t, b, `update pgrun.rollup_watermark set through = '2030-01-01 10:20Z'`)
+	rollUp(t, b, t0.Add(2*time.Hour))
+
+	sums := func(sql string) string {
+		t.Helper()
+		var s string
+		require.NoError(t, b.Pool.QueryRow(b.Ctx, `select coalesce(string_agg(x::text, E'\n' order by x.at), '') from (`+sql+`) x`).Scan(&s))
+		return s
+	}
+	byQueueKind := `select %[1]s as at, sum(succeeded)::int as succeeded, sum(failed)::int as failed, sum(cancelled)::int as cancelled,
+		pgrun.hist_add(wait_hist) as wait_hist, pgrun.hist_add(run_hist) as run_hist from pgrun.%[2]s group by 1`
+	totals := `select %[1]s as at, succeeded, failed, cancelled, wait_hist, run_hist from pgrun.%[2]s`
+	want := sums(fmt.Sprintf(byQueueKind, "minute", "job_minutes"))
+	require.NotEmpty(t, want)
+	require.Equal(t, want, sums(fmt.Sprintf(totals, "minute", "job_minute_totals")))
+	want = sums(fmt.Sprintf(byQueueKind, "quarter", "job_quarters"))
+	require.Equal(t, 6, strings.Count(want, "\n")+1, "10:00 to 11:15, every quarter whole")
+	require.Equal(t, want, sums(fmt.Sprintf(totals, "quarter", "job_quarter_totals")))
+}
+
 // Rollup rows older than rollup_retention() (8 days) are deleted by rollup_minutes;
 // younger ones stay.
 func TestRollupsPastRetentionAreDeleted(t *testing.T) {
@@ -124,6 +166,8 @@ func TestRollupsPastRetentionAreDeleted(t *testing.T) {
 	for _, q := range []string{
 		`select count(*) from pgrun.job_minutes where minute < '2030-01-01 10:45Z'`,
 		`select count(*) from pgrun.job_quarters where quarter < '2030-01-01 10:45Z'`,
+		`select count(*) from pgrun.job_minute_totals where minute < '2030-01-01 10:45Z'`,
+		`select count(*) from pgrun.job_quarter_totals where quarter < '2030-01-01 10:45Z'`,
 		`select count(*) from pgrun.error_minutes where minute < '2030-01-01 10:45Z'`,
 		`select count(*) from pgrun.error_quarters where quarter < '2030-01-01 10:45Z'`,
 	} {
@@ -132,7 +176,8 @@ func TestRollupsPastRetentionAreDeleted(t *testing.T) {
 	require.Positive(t, countRowsTB(t, b, `select count(*) from pgrun.job_quarters where quarter >= '2030-01-01 10:45Z'`))
 
 	rollUp(t, b, t0.Add(9*24*time.Hour))
-	for _, table := range []string{"job_minutes", "job_quarters", "error_minutes", "error_quarters"} {
+	for _, table := range []string{"job_minutes", "job_quarters", "job_minute_totals", "job_quarter_totals",
+		"error_minutes", "error_quarters"} {
 		require.Zero(t, countRowsTB(t, b, `select count(*) from pgrun.`+table), table)
 	}
 }

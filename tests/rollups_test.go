@@ -321,7 +321,9 @@ func TestJobSeriesMatchesADirectCount(t *testing.T) {
 			since, bucket string
 			groupBy       *string
 		}{{"1 hour", "1 minute", nil}, {"1 hour", "5 minutes", ptr("queue")}, {"1 hour", "15 minutes", nil},
-			{"2 hours", "30 minutes", ptr("all")}, {"45 minutes", "15 minutes", ptr("kind")}} {
+			{"2 hours", "30 minutes", ptr("all")}, {"45 minutes", "15 minutes", ptr("kind")},
+			// All together: the totals by minute and by quarter hour, and the live minutes.
+			{"1 hour", "1 minute", ptr("all")}, {"1 hour", "5 minutes", ptr("all")}, {"45 minutes", "15 minutes", ptr("all")}} {
 			want := collect(b.Pool.Query(b.Ctx, `
 				select date_bin($2::interval, j.finished_at, timestamptz '1970-01-01 00:00Z') as at,
 				       case when $3::text in ('kind', 'all') then null else j.queue end as queue,

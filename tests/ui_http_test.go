@@ -318,6 +318,42 @@ func TestUIReadOnlyRoleReadsEveryPage(t *testing.T) {
 	require.Contains(t, body, `"host-1"`)
 }
 
+// A read of the overview that fails (health, which this role may not call) is a
+// problem line of its own: the reads after it on the same connection (the charts,
+// the longest-running jobs) and those of the other lane still fill the page.
+func TestUIOverviewReadFailureLeavesTheOthers(t *testing.T) {
+	b := testkit.Setup(t)
+	name, reader := testkit.NewRole(t, b, "")
+	for _, stmt := range []string{
+		`grant usage on schema pgrun to %q`,
+		`grant select on pgrun.jobs, pgrun.queues, pgrun.workers, pgrun.queue_stats to %q`,
+		`grant execute on function pgrun.queue_counts(), pgrun.stats_exact_limit(), pgrun.worker_alive(pgrun.workers, timestamptz),
+		   pgrun.clock(), pgrun.outcome_error(pgrun.job_status, jsonb), pgrun.error_group(text), pgrun.typical_run_times(interval),
+		   pgrun.job_series(interval, interval, text, text, text), pgrun.error_groups(interval, integer) to %q`,
+	} {
+		_, err := b.Pool.Exec(b.Ctx, fmt.Sprintf(stmt, name))
+		require.NoError(t, err)
+	}
+	testkit.ExecAll(t, b,
+		`select pgrun.enqueue_job('resize', '{}', queue => 'images') from generate_series(1, 3)`,
+		`select pgrun.complete_job(c.id, c.attempt) from pgrun.claim_jobs('images', 'w-1', 2, '1 minute') c`,
+		`select pgrun.claim_jobs('images', 'w-1', 1, '1 hour')`)
+	base := serveUI(t, reader, ui.Options{ReadOnly: true})
+	resp, body := get(t, base+"/?format=json")
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	var o overviewJSON
+	require.NoError(t, json.Unmarshal([]byte(body), &o), body)
+	require.Len(t, o.Problems, 1, body)
+	require.True(t, strings.HasPrefix(o.Problems[0], "health: "), o.Problems[0])
+	var finished int64
+	for _, bk := range o.Data.Charts.Buckets {
+		finished += bk.Succeeded
+	}
+	require.Equal(t, int64(2), finished, "the charts, read after health on its connection")
+	require.Len(t, o.Data.Running, 1, "the longest-running jobs, read after the charts")
+	require.Contains(t, body, `"queue": "images"`, "the queues, in the other lane")
+}
+
 func sep(p string) string {
 	if strings.Contains(p, "?") {
 		return "&"

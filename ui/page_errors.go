@@ -95,7 +95,7 @@ func (s *Server) errorsPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := errorsData{Range: rg, Ranges: rangesNamed(errorRanges)}
-	d.Groups, d.To, err = s.errorGroups(r.Context(), rg.Span, errorGroupsShown)
+	d.Groups, d.To, err = s.errorGroups(r.Context(), s.pool, rg.Span, errorGroupsShown)
 	if err != nil {
 		s.fail(w, r, http.StatusInternalServerError, err)
 		return
@@ -110,9 +110,9 @@ func (s *Server) errorsPage(w http.ResponseWriter, r *http.Request) {
 
 // errorGroups reads the largest groups of failures over the last span, with their
 // links and sparklines, and the time the window ends.
-func (s *Server) errorGroups(ctx context.Context, span time.Duration, limit int) ([]errorGroupRow, time.Time, error) {
+func (s *Server) errorGroups(ctx context.Context, db queryer, span time.Duration, limit int) ([]errorGroupRow, time.Time, error) {
 	to := time.Now()
-	groups, err := collect[errorGroupRow](ctx, s.pool, sqlapi.DashboardErrorGroups, interval(span), limit)
+	groups, err := collect[errorGroupRow](ctx, db, sqlapi.DashboardErrorGroups, interval(span), limit)
 	if err != nil {
 		return nil, to, err
 	}

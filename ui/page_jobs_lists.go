@@ -278,10 +278,11 @@ func (s *Server) flagRunning(ctx context.Context, rows []jobRow) error {
 			full[q.Queue] = q
 		}
 	}
-	p95, err := s.typical.read(ctx, s)
+	typical, err := s.typical.read(ctx, s.pool)
 	if err != nil {
 		return err
 	}
+	p95 := typical.p95
 	now := time.Now()
 	for i := range rows {
 		j := &rows[i]
@@ -305,33 +306,41 @@ func (s *Server) flagRunning(ctx context.Context, rows []jobRow) error {
 	return nil
 }
 
-// typicalCache holds a Server's last read of the typical run times: the runs of
-// each queue and kind over typicalSince with a p95 to judge by (typicalMinRuns or
-// more), at most typicalFresh old.
-type typicalCache struct {
-	mu  sync.Mutex
-	at  time.Time
-	p95 map[[2]string]typicalRun // by queue and kind
+// typicalRuns is one read of the typical run times (sqlapi.DashboardTypicalRunTimes
+// over typicalSince).
+type typicalRuns struct {
+	all []typicalRun             // every queue and kind that ended, by queue and kind
+	p95 map[[2]string]typicalRun // by queue and kind: those with a p95 to judge by (typicalMinRuns or more)
 }
 
-// read returns the cached runs, reading them again when they are stale; pages that
-// ask meanwhile wait for that one read.
-func (c *typicalCache) read(ctx context.Context, s *Server) (map[[2]string]typicalRun, error) {
+// typicalCache holds a Server's last read of the typical run times, at most
+// typicalFresh old: the running lists' flags judge by it, and the overview's kind
+// selector offers its kinds, so that neither page pays for the read more than once
+// a minute.
+type typicalCache struct {
+	mu   sync.Mutex
+	at   time.Time
+	runs *typicalRuns
+}
+
+// read returns the cached runs, reading them again through db when they are stale;
+// pages that ask meanwhile wait for that one read.
+func (c *typicalCache) read(ctx context.Context, db queryer) (*typicalRuns, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.p95 != nil && time.Since(c.at) < typicalFresh {
-		return c.p95, nil
+	if c.runs != nil && time.Since(c.at) < typicalFresh {
+		return c.runs, nil
 	}
-	rows, err := collect[typicalRun](ctx, s.pool, sqlapi.DashboardTypicalRunTimes, typicalSince)
+	rows, err := collect[typicalRun](ctx, db, sqlapi.DashboardTypicalRunTimes, typicalSince)
 	if err != nil {
 		return nil, err
 	}
-	p95 := map[[2]string]typicalRun{}
+	runs := &typicalRuns{all: rows, p95: map[[2]string]typicalRun{}}
 	for _, t := range rows {
 		if t.N >= typicalMinRuns && t.P95 != nil {
-			p95[[2]string{t.Queue, t.Kind}] = t
+			runs.p95[[2]string{t.Queue, t.Kind}] = t
 		}
 	}
-	c.at, c.p95 = time.Now(), p95
-	return p95, nil
+	c.at, c.runs = time.Now(), runs
+	return runs, nil
 }

@@ -31,7 +31,7 @@ func newJobCmd(g *globals) *cobra.Command {
 		Args:  cobra.ArbitraryArgs,
 		RunE:  jobIDAlias(g),
 	}
-	cmd.AddCommand(newJobEnqueueCmd(g), newJobGetCmd(g), newJobListCmd(g), newJobCancelCmd(g), newJobRetryCmd(g))
+	cmd.AddCommand(newJobEnqueueCmd(g), newJobGetCmd(g), newJobWhyCmd(g), newJobListCmd(g), newJobCancelCmd(g), newJobRetryCmd(g))
 	return cmd
 }
 
@@ -52,6 +52,8 @@ func newJobEnqueueCmd(g *globals) *cobra.Command {
   runner job enqueue sleep '{"ms": 2000}' --queue default --count 10
   runner job enqueue resize '{"w": 64}' --queue images --delay 30s --unique-key img-42
   runner job enqueue embed '{"doc": 7}' --queue gpu --model bge-small --model-required
+  runner job enqueue charge '{"cents": 500}' --queue billing --sequence-key account:42
+  runner job enqueue reindex '{"doc": 7}' --debounce-key reindex:7 --debounce 5s
   id=$(runner job enqueue sleep '{"ms": 60000}' -q) && runner job get "$id"`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -125,6 +127,10 @@ func newJobEnqueueCmd(g *globals) *cobra.Command {
 	f.DurationVar(&spec.UniqueWindow, "unique-window", 0, "with --unique-key: also return a job that finished with the key within this window: "+intervalRange)
 	f.BoolVar(&spec.ReplaceDuplicate, "replace", false, "with --unique-key: a queued holder of the key takes these args, priority and run time")
 	f.StringVar(&spec.ConcurrencyKey, "concurrency-key", "", "key the queue's concurrency_limit counts by (a tenant, say)")
+	f.StringVar(&spec.SequenceKey, "sequence-key", "", "run the queue's jobs with this key one at a time, in enqueue order (account:42, say)")
+	f.StringVar(&spec.DebounceKey, "debounce-key", "", "with --debounce: fold the enqueues of this key within the window into one job")
+	f.DurationVar(&spec.Debounce, "debounce", 0, "with --debounce-key: the window, 10ms to 366 days")
+	f.StringVar((*string)(&spec.DebounceEdge), "debounce-edge", "", "with --debounce: trailing (default: one job, latest args, run when the window ends) or leading (run the first, drop the rest)")
 	f.IntVar(&count, "count", 1, fmt.Sprintf("enqueue this many identical jobs in one transaction (1 to %d)", maxEnqueueCount))
 	f.BoolVarP(&quiet, "quiet", "q", false, "print only the id of each job, one a line (for a script: id=$(runner job enqueue ... -q))")
 	addNoProgressFlag(cmd, &noBar)
@@ -162,6 +168,9 @@ func checkEnqueueFlags(spec pgrun.JobSpec, changed func(string) bool) error {
 		{"unique-key", spec.UniqueKey, "a key"},
 		{"model", spec.Model, "a model name"},
 		{"concurrency-key", spec.ConcurrencyKey, "a key"},
+		{"sequence-key", spec.SequenceKey, "a key"},
+		{"debounce-key", spec.DebounceKey, "a key"},
+		{"debounce-edge", string(spec.DebounceEdge), "trailing or leading"},
 	} {
 		if changed(f.name) && f.value == "" {
 			return fmt.Errorf(`--%s "" is empty: give %s, or leave the flag out`, f.name, f.want)
@@ -175,6 +184,23 @@ func checkEnqueueFlags(spec pgrun.JobSpec, changed func(string) bool) error {
 	}
 	if spec.ModelRequired && spec.Model == "" {
 		return errors.New("--model-required needs --model: name the model the job requires")
+	}
+	if (spec.DebounceKey != "") != changed("debounce") {
+		return errors.New("--debounce-key and --debounce go together: the enqueues of the key within the window fold into one job")
+	}
+	if changed("debounce-edge") && spec.DebounceEdge != pgrun.DebounceTrailing && spec.DebounceEdge != pgrun.DebounceLeading {
+		return fmt.Errorf("--debounce-edge %q is not valid: give trailing (fold into one job run when the window ends) or leading (run the first, drop the rest)", spec.DebounceEdge)
+	}
+	if changed("debounce-edge") && spec.DebounceKey == "" {
+		return errors.New("--debounce-edge needs --debounce-key and --debounce")
+	}
+	if spec.DebounceKey != "" && spec.RunAt != nil {
+		return errors.New("--run-at and --delay cannot be combined with --debounce: a debounced job runs when its window ends (trailing) or at once (leading)")
+	}
+	if changed("debounce") {
+		if err := checkInterval("debounce", spec.Debounce, ""); err != nil {
+			return err
+		}
 	}
 	if err := checkInterval("timeout", spec.Timeout, "0 for the queue's default_timeout"); err != nil {
 		return err
@@ -223,17 +249,40 @@ func printEnqueued(cmd *cobra.Command, jobs []*pgrun.Job, spec pgrun.JobSpec) {
 			fmt.Fprintln(out)
 			return
 		}
-		fmt.Fprintf(out, "job %d %s (%s, queue %s)\n", j.ID, j.Status, j.Kind, j.Queue)
+		if j.Folded {
+			fmt.Fprintf(out, "job %d %s (%s, queue %s): folded into this job of debounce key %q",
+				j.ID, j.Status, j.Kind, j.Queue, spec.DebounceKey)
+			if spec.DebounceEdge != pgrun.DebounceLeading {
+				fmt.Fprintf(out, " (it took these args and runs at %s)", j.RunAt.Format(time.RFC3339))
+			} else {
+				fmt.Fprint(out, "; nothing enqueued")
+			}
+			fmt.Fprintln(out)
+			return
+		}
+		fmt.Fprintf(out, "job %d %s (%s, queue %s)", j.ID, j.Status, j.Kind, j.Queue)
+		if j.Status == pgrun.StatusPending && j.SequenceKey != nil {
+			fmt.Fprintf(out, ", held behind the jobs before it in sequence %q", *j.SequenceKey)
+		}
+		fmt.Fprintln(out)
 		return
 	}
 	var fresh []*pgrun.Job
+	folded := 0
 	for _, j := range jobs {
-		if !j.Deduplicated {
+		switch {
+		case j.Folded:
+			folded++
+		case !j.Deduplicated:
 			fresh = append(fresh, j)
 		}
 	}
 	if len(fresh) == 0 {
-		fmt.Fprintf(out, "0 jobs enqueued, %d duplicates\n", len(jobs))
+		fmt.Fprintf(out, "0 jobs enqueued, %d duplicates", len(jobs)-folded)
+		if folded > 0 {
+			fmt.Fprintf(out, ", %d folded", folded)
+		}
+		fmt.Fprintln(out)
 		return
 	}
 	lo, hi := fresh[0].ID, fresh[0].ID
@@ -241,8 +290,11 @@ func printEnqueued(cmd *cobra.Command, jobs []*pgrun.Job, spec pgrun.JobSpec) {
 		lo, hi = min(lo, j.ID), max(hi, j.ID)
 	}
 	fmt.Fprintf(out, "%d jobs enqueued (ids %d..%d, queue %s)", len(fresh), lo, hi, fresh[0].Queue)
-	if d := len(jobs) - len(fresh); d > 0 {
+	if d := len(jobs) - len(fresh) - folded; d > 0 {
 		fmt.Fprintf(out, ", %d duplicates", d)
+	}
+	if folded > 0 {
+		fmt.Fprintf(out, ", %d folded into job %d", folded, jobs[len(jobs)-1].ID)
 	}
 	fmt.Fprintln(out)
 }
@@ -290,6 +342,9 @@ func showJob(cmd *cobra.Command, c *pgrun.Client, id int64) error {
 	fmt.Fprintf(tw, "status\t%s\n", j.Status)
 	if parked != nil {
 		fmt.Fprintf(tw, "parked\t%s\n", parked)
+	}
+	if why := jobBlocker(ctx, c, j); why != "" {
+		fmt.Fprintf(tw, "not claimed\t%s\n", why)
 	}
 	fmt.Fprintf(tw, "attempt\t%d (failures %d of %d allowed, lease expiries %d)\n", j.Attempt, j.Failures, j.MaxAttempts, j.LeaseExpiries)
 	fmt.Fprintf(tw, "priority\t%d\n", j.Priority)

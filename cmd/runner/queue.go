@@ -25,16 +25,23 @@ func newQueueCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			stats, err := c.Queues(cmd.Context())
+			if err != nil {
+				return err
+			}
+			use := make(map[string]pgrun.QueueStats, len(stats))
+			for _, s := range stats {
+				use[s.Queue] = s
+			}
 			tw := table(cmd.OutOrStdout())
-			fmt.Fprintln(tw, "QUEUE\tPAUSED\tMAX RUNNING\tRATE\tPER KEY\tLEASE\tTIMEOUT\tATTEMPTS\tRETENTION\tEPHEMERAL")
+			fmt.Fprintln(tw, "QUEUE\tPAUSED\tMAX RUNNING\tRATE\tPER KEY\tKEY RATE\tFAIR BY\tAGING\tON FAILURE\tHELD\tKEYS AT LIMIT\tLEASE\tTIMEOUT\tATTEMPTS\tRETENTION\tEPHEMERAL")
 			for _, q := range qs {
-				rate := "-"
-				if q.RateLimit != nil {
-					rate = fmt.Sprintf("%d/%s", *q.RateLimit, orDash(q.RatePeriod))
-				}
-				fmt.Fprintf(tw, "%s\t%t\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%t\n", q.Name, q.Paused, orDash(q.MaxRunning), rate,
-					orDash(q.ConcurrencyLimit), orDash(q.DefaultLease), orDash(q.DefaultTimeout), orDash(q.DefaultMaxAttempts),
-					orDash(q.Retention), q.Ephemeral)
+				u := use[q.Name]
+				fmt.Fprintf(tw, "%s\t%t\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%t\n", q.Name, q.Paused,
+					orDash(q.MaxRunning), perPeriod(q.RateLimit, q.RatePeriod), perKeyUse(q.ConcurrencyLimit, u.KeysRunning),
+					perKeyUse(q.KeyRateLimit, u.KeyWindows, q.KeyRatePeriod), orDash(q.FairBy), orDash(q.PriorityAging),
+					q.SequenceOnFailure, u.Held, orDash(u.KeysAtLimit), orDash(q.DefaultLease), orDash(q.DefaultTimeout),
+					orDash(q.DefaultMaxAttempts), orDash(q.Retention), q.Ephemeral)
 			}
 			if len(qs) == 0 {
 				fmt.Fprintln(tw, "(no queues yet)")
@@ -69,10 +76,40 @@ func newQueueCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
+// perPeriod shows a limit per period ("100/1m0s"), "-" for none; a nil period is
+// the engine's default, a second.
+func perPeriod(limit *int, period *time.Duration) string {
+	if limit == nil {
+		return "-"
+	}
+	p := time.Second
+	if period != nil {
+		p = *period
+	}
+	return fmt.Sprintf("%d/%s", *limit, p)
+}
+
+// perKeyUse shows a per-key limit with how many keys use it now ("2 (5 keys)"): keys
+// running for a concurrency limit, keys with an open window for a rate (period
+// given), "-" for none.
+func perKeyUse(limit *int, keys *int64, period ...*time.Duration) string {
+	if limit == nil {
+		return "-"
+	}
+	s := fmt.Sprint(*limit)
+	if len(period) > 0 {
+		s = perPeriod(limit, period[0])
+	}
+	if keys != nil {
+		s += fmt.Sprintf(" (%d key%s)", *keys, map[bool]string{true: "", false: "s"}[*keys == 1])
+	}
+	return s
+}
+
 // queueSettingFlags are the flags of `queue set` that change something.
 var queueSettingFlags = []string{"max-running", "rate-limit", "rate-period", "concurrency-limit", "default-lease",
 	"default-timeout", "default-max-attempts", "backoff-base", "backoff-max", "retention", "archive", "warm-wait",
-	"ephemeral", "reset"}
+	"ephemeral", "sequence-on-failure", "fair-by", "key-rate-limit", "key-rate-period", "priority-aging", "reset"}
 
 // newQueueSetCmd is pgrun.set_queue: a flag left out keeps the queue's value,
 // --reset clears settings back to no limit or the engine's default, and the engine
@@ -84,6 +121,9 @@ func newQueueSetCmd(g *globals) *cobra.Command {
 		ratePeriod, lease, timeout                      time.Duration
 		backoffBase, backoffMax, retention, warmWait    time.Duration
 		archive, ephemeral                              bool
+		onFailure, fairBy                               string
+		keyRateLimit                                    int
+		keyRatePeriod, aging                            time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "set QUEUE",
@@ -95,6 +135,8 @@ sql/functions/50_queues.sql says what each setting means.`,
 		Example: `  runner queue set images --max-running 4 --rate-limit 100 --rate-period 1m
   runner queue set tenants --concurrency-limit 2 --default-timeout 10m
   runner queue set logs --ephemeral --retention 1h
+  runner queue set tenants --fair-by tenant --priority-aging 1m
+  runner queue set api --key-rate-limit 10 --key-rate-period 1s
   runner queue set images --reset max_running,rate_limit`,
 		Args: cobra.ExactArgs(1),
 		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *pgrun.Client) error {
@@ -123,6 +165,15 @@ sql/functions/50_queues.sql says what each setting means.`,
 			s.BackoffBase, s.BackoffMax = pickD("backoff-base", backoffBase), pickD("backoff-max", backoffMax)
 			s.Retention, s.WarmWait = pickD("retention", retention), pickD("warm-wait", warmWait)
 			s.Archive, s.Ephemeral = pickB("archive", archive), pickB("ephemeral", ephemeral)
+			pickS := func(name string, v string) *string {
+				if !set(name) {
+					return nil
+				}
+				return &v
+			}
+			s.SequenceOnFailure, s.FairBy = pickS("sequence-on-failure", onFailure), pickS("fair-by", fairBy)
+			s.KeyRateLimit, s.KeyRatePeriod = pick("key-rate-limit", keyRateLimit), pickD("key-rate-period", keyRatePeriod)
+			s.PriorityAging = pickD("priority-aging", aging)
 			if !slices.ContainsFunc(queueSettingFlags, set) {
 				return fmt.Errorf("give at least one setting to change, or --reset (see runner queue set --help)")
 			}
@@ -143,6 +194,10 @@ sql/functions/50_queues.sql says what each setting means.`,
 			fmt.Fprintf(tw, "retention\t%s (archive %t)\n", orDash(q.Retention), q.Archive)
 			fmt.Fprintf(tw, "warm wait\t%s\n", orDash(q.WarmWait))
 			fmt.Fprintf(tw, "ephemeral\t%t\n", q.Ephemeral)
+			fmt.Fprintf(tw, "sequence on failure\t%s\n", q.SequenceOnFailure)
+			fmt.Fprintf(tw, "fair by\t%s\n", orDash(q.FairBy))
+			fmt.Fprintf(tw, "key rate limit\t%s\n", perPeriod(q.KeyRateLimit, q.KeyRatePeriod))
+			fmt.Fprintf(tw, "priority aging\t%s\n", orDash(q.PriorityAging))
 			return tw.Flush()
 		}),
 	}
@@ -160,6 +215,11 @@ sql/functions/50_queues.sql says what each setting means.`,
 	f.BoolVar(&archive, "archive", false, "move pruned jobs to pgrun.jobs_archive instead of deleting them")
 	f.DurationVar(&warmWait, "warm-wait", 0, "how long a job is left for a worker with its model warm (default 5s)")
 	f.BoolVar(&ephemeral, "ephemeral", false, "delete jobs as they succeed (no history kept)")
-	f.StringSliceVar(&s.Reset, "reset", nil, "settings to clear, by column name (max_running,rate_limit,...)")
+	f.StringVar(&onFailure, "sequence-on-failure", "", "hold (a sequence waits for its failed job) or continue")
+	f.StringVar(&fairBy, "fair-by", "", "claim round-robin across concurrency_key or tenant values")
+	f.IntVar(&keyRateLimit, "key-rate-limit", 0, "at most this many starts per concurrency key per --key-rate-period")
+	f.DurationVar(&keyRatePeriod, "key-rate-period", 0, "the period of --key-rate-limit (default 1s)")
+	f.DurationVar(&aging, "priority-aging", 0, "a due job gains one priority level per this much waiting (at least 1s)")
+	f.StringSliceVar(&s.Reset, "reset", nil, "settings to clear, by column name (max_running,rate_limit,fair_by,...)")
 	return cmd
 }

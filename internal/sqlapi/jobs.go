@@ -13,7 +13,7 @@ const JobColumns = `id, kind, queue, args, status::text as status, priority, run
 	timeout, created_at, started_at, finished_at, result, error, progress_current,
 	progress_total, parent_id, run_id, node, deps_remaining, model, unique_key, meta,
 	children_failed, child_errors, failure_ratio, dispatched_at, concurrency_key,
-	model_required, tenant, deadline_at, claim_id, lease_length`
+	model_required, tenant, deadline_at, claim_id, lease_length, sequence_key, debounce_key`
 
 // JobReadColumns is JobColumns for reading pgrun.jobs: the claim token comes through
 // pgrun.claim_token, which shows it to the claim's holder and administrators and

@@ -17,3 +17,9 @@ const ReleaseUnheld = `select pgrun.release_unheld($1, $2)`
 // none) and claim_id (pgrun.claim_token: NULL unless this login holds the claim).
 const ClaimStates = `select id, attempt, status::text as status, coalesce(claimed_by, '') as claimed_by,
 	coalesce(error ->> 'class', '') as class, pgrun.claim_token(id) as claim_id from pgrun.jobs where id = any ($1)`
+
+// BindWorkerSession ties a worker's liveness to the calling session (a session-level
+// advisory lock that pgrun.reap_lost_sessions looks for; once the session ends the
+// worker's jobs are handed back) and says how it went: bound, revived, held,
+// unregistered or pooled: $1 worker, $2 the backend pid the connection was given.
+const BindWorkerSession = `select pgrun.bind_worker_session($1, $2)`

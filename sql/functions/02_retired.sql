@@ -34,6 +34,7 @@ drop function if exists pgrun.jobs_before_finish(); -- retired in version 0
 drop function if exists pgrun.replace_queued(text, jsonb, integer, timestamptz); -- retired in version 0
 drop function if exists pgrun.enqueue_job(text, jsonb, text, integer, timestamptz, integer, text, bigint, text, interval, jsonb); -- retired in version 0
 drop function if exists pgrun.enqueue_job(text, jsonb, text, integer, timestamptz, integer, text, bigint, text, interval, jsonb, text, interval, text); -- retired in version 1
+drop function if exists pgrun.enqueue_job(text, jsonb, text, integer, timestamptz, integer, text, bigint, text, interval, jsonb, text, interval, text, boolean); -- retired in version 8
 
 -- from 62_maintain.sql
 drop function if exists pgrun.maintain(integer, interval, integer); -- retired in version 0
@@ -43,6 +44,7 @@ drop function if exists pgrun.maintain(integer, interval, integer, interval); --
 drop function if exists pgrun.set_queue(text, integer, integer, interval, integer, interval, integer, interval, interval, interval, boolean, text[]); -- retired in version 0
 drop function if exists pgrun.set_queue(text, integer, integer, interval, integer, interval, interval, integer, interval, interval, interval, boolean, text[]); -- retired in version 0
 drop function if exists pgrun.set_queue(text, integer, integer, interval, integer, interval, interval, integer, interval, interval, interval, boolean, text[], interval); -- retired in version 0
+drop function if exists pgrun.set_queue(text, integer, integer, interval, integer, interval, interval, integer, interval, interval, interval, boolean, text[], interval, boolean); -- retired in version 8
 
 -- from 41_runs.sql
 drop function if exists pgrun.node_dependents(pgrun.runs, text); -- retired in version 0
@@ -68,6 +70,12 @@ drop function if exists pgrun.worker_heartbeat(text, text, integer, text[], text
 
 -- from 21_enqueue_batch.sql
 drop function if exists pgrun.enqueue_batch(text[], jsonb[], text[], integer[], timestamptz[], integer[], text[], bigint[], text[], interval[], jsonb[], text[]); -- retired in version 1
+-- sequences and debounce appended their arrays and parameters (sequence_key,
+-- debounce_key, debounce, debounce_edge)
+drop function if exists pgrun.enqueue_batch(text[], jsonb[], text[], integer[], timestamptz[], integer[], text[], bigint[], text[], interval[], jsonb[], text[], interval[], text[], boolean[]); -- retired in version 8
+drop function if exists pgrun.enqueue_columns(text[], jsonb[], text[], integer[], timestamptz[], integer[], text[], bigint[], text[], interval[], jsonb[], text[], interval[], text[], boolean[]); -- retired in version 8
+drop function if exists pgrun.job_spec(text, jsonb, text, integer, timestamptz, integer, text, bigint, text, interval, jsonb, text, interval, text, boolean); -- retired in version 8
+drop function if exists pgrun.spec_at(integer, text[], jsonb[], text[], integer[], timestamptz[], integer[], text[], bigint[], text[], interval[], jsonb[], text[], interval[], text[], boolean[]); -- retired in version 8
 
 -- from telemetry.sql
 drop function if exists pgrun.record_hw(text, real, bigint, bigint, jsonb, interval); -- retired in version 2

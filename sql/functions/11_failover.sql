@@ -1,8 +1,9 @@
 -- 11_failover.sql: coming through a failover or an outage without losing work or running
 -- it again when it need not run (docs/reliability.md). Two rules live here: the
--- server epoch, from which the reaper judges leases again after a server start or a
--- promotion (maintain() records it; reap_expired_leases and flag_dead_workers honour
--- it), and the hand-back of claims a runner does not hold (release_unheld).
+-- server epoch, from which the reaper judges leases again after a server start, a
+-- promotion or a gap in the maintenance rounds (maintain() records it;
+-- reap_expired_leases, flag_dead_workers and reap_lost_sessions honour it), and the
+-- hand-back of claims a runner does not hold (release_unheld).
 
 -- server_timeline returns the WAL timeline this server writes on, or NULL on a
 -- standby (in recovery there is no current WAL position to name). It needs no
@@ -25,14 +26,58 @@ exception when others then
 end;
 $$;
 
+-- round_gap is how long after the previous maintain() round a round must come for
+-- the time between them to count as an outage: three times the spacing of the rounds
+-- before (round_every), and at least 5 seconds. A runner-led cluster runs a round a
+-- second, so a runner-side outage of more than 5 seconds (every runner, the leader
+-- among them, cut off from the database) is one; pg_cron running maintain() once a
+-- minute is not, as the spacing of its own rounds sets the bar at three minutes. A
+-- leader that dies hands over within its three-round lease, under the bar. A gap
+-- taken for an outage when it was not one costs only time: leases that ran out are
+-- judged one lease length later.
+create or replace function pgrun.round_gap(round_every interval)
+returns interval
+language sql
+immutable
+parallel safe
+return greatest(interval '5 seconds', 3 * coalesce(round_every, interval '0'));
+
+-- after_gap reports whether a round at at (the server's time, now()) comes a round_gap
+-- after the latest round that found epoch e current. False when no round has been
+-- noted on e yet.
+create or replace function pgrun.after_gap(e pgrun.server_epochs, at timestamptz)
+returns boolean
+language sql
+stable
+set search_path = pgrun, pg_catalog
+as $$
+  select coalesce(at - e.checked_at > pgrun.round_gap(e.round_every), false)
+$$;
+
 -- note_server_epoch records a new server epoch when this server's start time or its
--- timeline differs from the newest row of pgrun.server_epochs, and returns the new
--- row (NULL when nothing changed, and on a standby). A new start takes effect from
--- pg_postmaster_start_time(); a promotion (same start, new timeline) from the moment
--- it is first seen here, which is no later than the first maintain() after it, the
--- first moment a lease could be judged on the new primary. Keeps the last hundred
--- rows. maintain() calls it first in every round; the lock on the newest row keeps
--- two concurrent callers from recording the same epoch twice.
+-- timeline differs from the newest row of pgrun.server_epochs, or when this round
+-- comes after a gap in the rounds (after_gap), and returns the new row (NULL when
+-- nothing changed, and on a standby). From the epoch's since, leases, dead-worker
+-- flags and lost sessions get a grace (in_epoch_grace): before it the runners could
+-- not renew or report.
+--   * start: the server restarted (a new pg_postmaster_start_time(), same timeline):
+--     since is the server's start, or, when the rounds also stopped for a gap before
+--     it, the moment this round first saw it.
+--   * promotion: a new timeline, whatever the start time. A promoted standby has a
+--     start time of its own, usually long before the promotion (it ran as a standby):
+--     counted from there, the grace would be over before the primary even died, and
+--     the first rounds would reap the leases of the claims made in its last moments,
+--     whose jobs finished in the gap with their reports on the way. So a promotion
+--     takes effect from the moment it is first seen here, which is no later than the
+--     first maintain() after it, the first moment a lease could be judged on the new
+--     primary.
+--   * gap: the same server and timeline, but no maintain() round for a round_gap:
+--     nobody reached the database (a network cut between it and every runner), or
+--     no runner ran. Takes effect from this round.
+-- Each round notes itself on the newest row (checked_at, round_every) unless another
+-- round holds that row right now. Keeps the last hundred rows. maintain() calls it
+-- first in every round; the lock on the table keeps two concurrent callers from
+-- recording the same epoch twice.
 create or replace function pgrun.note_server_epoch()
 returns pgrun.server_epochs
 language plpgsql
@@ -41,25 +86,44 @@ as $$
 declare
   v_start     timestamptz := pg_postmaster_start_time();
   v_timeline  bigint := pgrun.server_timeline();
+  -- The server's own time, not pgrun.clock(): a gap is real time without rounds,
+  -- which a test's pinned clock does not move.
+  v_real      timestamptz := now();
   e           pgrun.server_epochs;
+  v_had       boolean;
+  v_gap       boolean;
+  v_reason    text;
 begin
   if v_timeline is null then
     return null;
   end if;
   select * into e from pgrun.server_epochs x order by x.id desc limit 1;
-  if found and e.postmaster_at = v_start and e.timeline = v_timeline then
+  if found and e.postmaster_at = v_start and e.timeline = v_timeline and not pgrun.after_gap(e, v_real) then
+    perform 1 from pgrun.server_epochs x where x.id = e.id for update skip locked;
+    if found then
+      update pgrun.server_epochs x
+      set checked_at = v_real,
+          round_every = case when x.checked_at < v_real then v_real - x.checked_at else x.round_every end
+      where x.id = e.id and (x.checked_at is null or x.checked_at < v_real);
+    end if;
     return null;
   end if;
   -- Serialise the writers: a second caller waits here and then sees the new row.
   lock table pgrun.server_epochs in share row exclusive mode;
   select * into e from pgrun.server_epochs x order by x.id desc limit 1;
-  if found and e.postmaster_at = v_start and e.timeline = v_timeline then
+  v_had := found;
+  v_gap := v_had and pgrun.after_gap(e, v_real);
+  if v_had and e.postmaster_at = v_start and e.timeline = v_timeline and not v_gap then
     return null;
   end if;
-  insert into pgrun.server_epochs (postmaster_at, timeline, since, reason)
+  v_reason := case when not v_had then 'start'
+                   when e.timeline <> v_timeline then 'promotion'
+                   when e.postmaster_at <> v_start then 'start'
+                   else 'gap' end;
+  insert into pgrun.server_epochs (postmaster_at, timeline, since, reason, checked_at)
   values (v_start, v_timeline,
-          case when not found or e.postmaster_at <> v_start then v_start else pgrun.clock() end,
-          case when not found or e.postmaster_at <> v_start then 'start' else 'promotion' end)
+          case when v_reason = 'start' and not v_gap then v_start else pgrun.clock() end,
+          v_reason, v_real)
   returning * into e;
   delete from pgrun.server_epochs x where x.id <= e.id - 100;
   return e;

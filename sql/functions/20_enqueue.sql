@@ -5,9 +5,11 @@
 
 -- job_spec_fault names the first rule spec s breaks ('kind', 'queue', 'args', 'args
 -- size', 'priority', 'run_at', 'max_attempts', 'unique_key', 'timeout', 'meta', 'meta
--- size', 'concurrency_key', 'unique_window', 'on_conflict', 'parent_id'), or returns
--- NULL when it breaks none. A NULL field is the default and breaks nothing, except a
--- NULL kind. This is the one statement of the rules: enqueue_columns checks every spec
+-- size', 'concurrency_key', 'unique_window', 'on_conflict', 'sequence_key',
+-- 'debounce_key', 'debounce', 'debounce_edge', 'parent_id'), or returns NULL when it
+-- breaks none. A NULL field is the default and breaks nothing, except a NULL kind, and
+-- a debounce_key without a debounce window, which is the last rule: a plain INSERT
+-- cannot debounce (enqueue_debounced's own insert is let through by the trigger). This is the one statement of the rules: enqueue_columns checks every spec
 -- of a batch with it, the insert trigger checks every row with it, and check_job_spec
 -- raises the error for what it names.
 --
@@ -22,6 +24,24 @@ language sql
 stable
 set search_path = pgrun, pg_catalog
 as $$ select exists (select 1 from pgrun.jobs j where j.id = job_exists.id) $$;
+
+-- max_flow_key_chars bounds sequence_key and debounce_key: 200 characters (they are
+-- indexed and appear in every hold reason); min_debounce is the shortest debounce
+-- window, 10 ms (a shorter one folds nothing a caller could notice). Bodies bound when
+-- created, inlined into job_spec_fault as constants (as max_key_bytes).
+create or replace function pgrun.max_flow_key_chars()
+returns integer
+language sql
+immutable
+parallel safe
+return 200;
+
+create or replace function pgrun.min_debounce()
+returns interval
+language sql
+immutable
+parallel safe
+return interval '10 milliseconds';
 
 create or replace function pgrun.job_spec_fault(s pgrun.job_spec)
 returns text
@@ -45,7 +65,13 @@ return case
   when s.concurrency_key = '' or octet_length(s.concurrency_key) > pgrun.max_key_bytes() then 'concurrency_key'
   when s.unique_window <= interval '0' or s.unique_window > pgrun.max_wait() then 'unique_window'
   when s.on_conflict not in ('ignore', 'replace') then 'on_conflict'
+  when s.sequence_key = '' or char_length(s.sequence_key) > pgrun.max_flow_key_chars() then 'sequence_key'
+  when s.debounce_key = '' or char_length(s.debounce_key) > pgrun.max_flow_key_chars() then 'debounce_key'
+  when s.debounce < pgrun.min_debounce() or s.debounce > pgrun.max_wait()
+       or (s.debounce is not null and (s.debounce_key is null or s.run_at is not null)) then 'debounce'
+  when s.debounce_edge not in ('trailing', 'leading') or (s.debounce_edge is not null and s.debounce is null) then 'debounce_edge'
   when s.parent_id is not null and not pgrun.job_exists(s.parent_id) then 'parent_id'
+  when s.debounce_key is not null and s.debounce is null then 'debounce_key'
 end;
 
 -- check_job_spec raises 22023 for the first rule spec s breaks (job_spec_fault's),
@@ -115,6 +141,38 @@ begin
       raise exception '%on_conflict % is not valid', at, quote_literal(s.on_conflict)
         using errcode = '22023',
               hint = 'Use ignore (return the holder as it is) or replace (update a queued holder''s args).';
+    when 'sequence_key', 'debounce_key' then
+      key := case when what = 'sequence_key' then s.sequence_key else s.debounce_key end;
+      if what = 'debounce_key' and key <> '' and char_length(key) <= pgrun.max_flow_key_chars() then -- alone
+        raise exception '%debounce_key % needs a debounce window', at, quote_literal(key)
+          using errcode = '22023',
+                hint = 'Debounce with pgrun.enqueue_job(kind, ..., debounce_key => ..., debounce => ''5 seconds'') or the batch forms; a plain INSERT cannot debounce.';
+      end if;
+      raise exception '%', at || what || ' ' ||
+        case when key = '' then 'must not be empty'
+             else format('is %s characters, over the limit of %s characters', char_length(key), pgrun.max_flow_key_chars()) end
+        using errcode = '22023',
+              hint = format('Pass NULL for no %s, or a key of 1 to %s characters such as ''account:42''; for a long natural key pass a digest such as md5(...).',
+                            what, pgrun.max_flow_key_chars());
+    when 'debounce' then
+      if s.debounce_key is null and s.debounce between pgrun.min_debounce() and pgrun.max_wait() then
+        raise exception '%debounce % needs a debounce_key', at, s.debounce
+          using errcode = '22023',
+                hint = 'Pass debounce_key => ''reindex:7'' with it: the enqueues of one key within the window fold into one job.';
+      elsif s.run_at is not null and s.debounce between pgrun.min_debounce() and pgrun.max_wait() then
+        raise exception '%run_at % cannot be combined with debounce', at, s.run_at
+          using errcode = '22023',
+                hint = 'A debounced job runs when its window ends (trailing) or at once (leading): leave run_at out.';
+      end if;
+      raise exception '%debounce % is out of bounds', at, s.debounce
+        using errcode = '22023',
+              hint = format('Pass an interval from %s to %s such as ''5 seconds'', or NULL for no debounce.',
+                            pgrun.min_debounce(), pgrun.max_wait());
+    when 'debounce_edge' then
+      raise exception '%debounce_edge % is not valid%', at, quote_literal(s.debounce_edge),
+        case when s.debounce is null and s.debounce_edge in ('trailing', 'leading') then ' without debounce' else '' end
+        using errcode = '22023',
+              hint = 'Use trailing (the default: the enqueues of a window fold into one job that runs when it ends) or leading (the first runs at once, the rest of the window is dropped), with debounce.';
     when 'parent_id' then
       raise exception '%parent job % does not exist', at, s.parent_id
         using errcode = '22023',
@@ -142,7 +200,8 @@ language plpgsql
 set search_path = pgrun, pg_catalog
 as $$
 declare
-  spec  pgrun.job_spec;
+  spec   pgrun.job_spec;
+  fault  text;
 begin
   new.queue := coalesce(new.queue, 'default');
   new.args := coalesce(new.args, '{}');
@@ -163,8 +222,14 @@ begin
   -- only when one is broken.
   spec := row(new.kind, new.args, new.queue, new.priority, new.run_at, new.max_attempts, new.unique_key,
               new.parent_id, new.model, new.timeout, new.meta, new.concurrency_key, null, null,
-              new.model_required)::pgrun.job_spec;
-  if pgrun.job_spec_fault(spec) is not null then
+              new.model_required, new.sequence_key, new.debounce_key, null, null)::pgrun.job_spec;
+  fault := pgrun.job_spec_fault(spec);
+  -- A debounce_key without a window is refused (a plain INSERT cannot debounce),
+  -- except in enqueue_debounced's own insert, which says so for its statement.
+  if fault is not null
+     and not (fault = 'debounce_key' and new.debounce_key <> ''
+              and char_length(new.debounce_key) <= pgrun.max_flow_key_chars()
+              and coalesce(current_setting('pgrun.debouncing', true), '') = 'on') then
     perform pgrun.check_job_spec(spec);
   end if;
   if new.timeout = interval '0' then
@@ -188,13 +253,28 @@ begin
      and not pgrun.is_engine() then
     raise exception 'an insert may set only the caller''s fields of a job'
       using errcode = '42501',
-            hint = 'Set kind, args, queue, priority, run_at, max_attempts, unique_key, model, model_required, timeout, meta, concurrency_key; the engine sets the rest.';
+            hint = 'Set kind, args, queue, priority, run_at, max_attempts, unique_key, model, model_required, timeout, meta, concurrency_key, sequence_key; the engine sets the rest.';
   end if;
   new.status := coalesce(new.status, 'queued');
   if new.status not in ('queued', 'pending', 'waiting') then
     raise exception 'a new job cannot start in status %', new.status
       using errcode = '22023',
             hint = 'Insert jobs as queued (the default); the engine moves them on.';
+  end if;
+  -- A job of a sequence (36_sequences.sql) is its head, queued, or held, pending, behind
+  -- the job that is. It is decided here, under the sequence's lock, so that every way
+  -- in (the enqueue functions, a plain INSERT, a child of defer_job) follows one rule.
+  if new.sequence_key is not null then
+    if new.run_id is not null or new.status <> 'queued' then
+      raise exception 'a job with sequence_key % cannot start as %', quote_literal(new.sequence_key),
+        case when new.run_id is not null then 'a node of a workflow run' else new.status::text end
+        using errcode = '22023',
+              hint = 'Enqueue a sequence''s jobs as queued (the default): the engine holds each behind the one before it. Workflow nodes take no sequence_key.';
+    end if;
+    if new.tenant is null and pgrun.tenant_mode() then
+      new.tenant := pgrun.new_job_tenant(new.parent_id); -- as jobs_tenant would, after this trigger
+    end if;
+    new.status := pgrun.sequence_admit(new.queue, new.sequence_key, new.tenant);
   end if;
   if new.run_at is null then
     -- Per row, so pgrun.clock() without its call (about 2 us) when the test seam is
@@ -232,7 +312,9 @@ $$;
 -- trigger's refusal, so the two cannot drift apart. The shared rules are written out
 -- too (valid_queue_name's format, min_priority(), max_json_bytes(), max_key_bytes()
 -- and max_wait() as numbers): each call here would be inlined again for every
--- statement (tests/enqueue_bulk_test.go checks the limits against the functions).
+-- statement (tests/enqueue_bulk_test.go checks the limits against the functions). A
+-- row with a sequence_key or a debounce_key always reaches the function, which holds
+-- or admits it (sequence_admit), so their rules are not spelled out here.
 select pgrun.ensure_ddl('trigger', 'jobs_before_insert', 'pgrun.jobs', $ddl$
 create or replace trigger jobs_before_insert
   before insert on pgrun.jobs
@@ -249,6 +331,7 @@ create or replace trigger jobs_before_insert
          and (new.concurrency_key is null or octet_length(new.concurrency_key) between 1 and 512)
          and new.model_required is not null
          and new.parent_id is null
+         and new.sequence_key is null and new.debounce_key is null
          and new.status = 'queued' and new.run_id is null and new.node is null
          and new.dispatched_at is null and new.children_failed = 0 and new.deps_remaining = 0
          and new.failure_ratio is null and cardinality(new.child_errors) = 0
@@ -321,7 +404,8 @@ declare
 begin
   perform pgrun.check_job_spec(row(coalesce((select x.kind from pgrun.jobs x where x.id = replace_queued.id), 'job'),
                                    coalesce(args, '{}'), 'default', coalesce(priority, 0), run_at, null, unique_key,
-                                   null, null, null, null, null, null, null, null)::pgrun.job_spec);
+                                   null, null, null, null, null, null, null, null,
+                                   null, null, null, null)::pgrun.job_spec);
   update pgrun.jobs x
   set args = coalesce(replace_queued.args, '{}'), priority = coalesce(replace_queued.priority, 0),
       run_at = coalesce(replace_queued.run_at, x.run_at)
@@ -349,6 +433,15 @@ $$;
 -- instead; the default 'ignore' leaves it as it is. Keys are per tenant (one space
 -- with the tenant mode off). Whether the job returned was deduplicated is
 -- enqueue_specs' to say.
+--
+-- sequence_key makes the job one of a sequence: the jobs of one queue with one key run
+-- one at a time, in id order (36_sequences.sql). debounce_key with debounce folds the
+-- enqueues of one key within the window into one job: debounce_edge 'trailing' (the
+-- default) into the job still waiting for its window to end, which takes the latest
+-- args and meta and runs when the window (moved to now + debounce) ends; 'leading'
+-- runs the first at once and returns it for the rest of its window, writing nothing.
+-- With a unique_key too, the unique key is checked first (enqueue_debounced). The job
+-- returned is the one folded into; enqueue_specs says whether it was (folded).
 create or replace function pgrun.enqueue_job(
   kind             text,
   args             jsonb default '{}',
@@ -364,7 +457,11 @@ create or replace function pgrun.enqueue_job(
   concurrency_key  text default null,
   unique_window    interval default null,
   on_conflict      text default 'ignore',
-  model_required   boolean default false
+  model_required   boolean default false,
+  sequence_key     text default null,
+  debounce_key     text default null,
+  debounce         interval default null,
+  debounce_edge    text default null
 )
 returns pgrun.jobs
 language plpgsql
@@ -374,14 +471,16 @@ declare
   j  pgrun.jobs;
 begin
   -- enqueue_columns with arrays of one (enqueue_specs without unzipping a spec). A
-  -- row of pgrun.enqueued is a row of pgrun.jobs and then deduplicated, which the
-  -- assignment leaves out. The parameters go by their qualified names.
+  -- row of pgrun.enqueued is a row of pgrun.jobs and then deduplicated and folded,
+  -- which the assignment leaves out. The parameters go by their qualified names.
   select * into j
   from pgrun.enqueue_columns(array[enqueue_job.kind], array[enqueue_job.args], array[enqueue_job.queue],
     array[enqueue_job.priority], array[enqueue_job.run_at], array[enqueue_job.max_attempts],
     array[enqueue_job.unique_key], array[enqueue_job.parent_id], array[enqueue_job.model],
     array[enqueue_job.timeout], array[enqueue_job.meta], array[enqueue_job.concurrency_key],
-    array[enqueue_job.unique_window], array[enqueue_job.on_conflict], array[enqueue_job.model_required]);
+    array[enqueue_job.unique_window], array[enqueue_job.on_conflict], array[enqueue_job.model_required],
+    array[enqueue_job.sequence_key], array[enqueue_job.debounce_key], array[enqueue_job.debounce],
+    array[enqueue_job.debounce_edge]);
   return j;
 end;
 $$;

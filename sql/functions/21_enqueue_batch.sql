@@ -7,7 +7,8 @@
 -- job_spec_fault's (20_enqueue.sql), shared with the insert trigger.
 
 -- enqueue_columns enqueues a job for each spec and returns one row per spec, in the
--- specs' order: the job and whether it was deduplicated (pgrun.enqueued). The k-th
+-- specs' order: the job, whether it was deduplicated and whether it was folded
+-- (pgrun.enqueued). The k-th
 -- element of every array is an attribute of the k-th spec (job_spec's, plural); the
 -- arrays have kinds' length, and a NULL array stands for NULL in every spec. A spec
 -- whose unique_key is held by an active (pending, queued, running, waiting) job, or by
@@ -19,6 +20,13 @@
 -- priority 0, run_at now, max_attempts and timeout the queue's defaults (then 25
 -- attempts and one hour; timeout 0 means none), on_conflict 'ignore', model_required
 -- false. It runs with the caller's privileges, like a plain INSERT of the same fields.
+--
+-- Sequences: the insert trigger holds each job of a sequence behind the one before it
+-- (36_sequences.sql); the batch's sequences are locked first, in one order, so that
+-- two batches sharing sequences never wait on each other in a cycle, and several jobs
+-- of one sequence keep the specs' order with one head. A batch with a debounce_key is
+-- enqueued spec by spec (enqueue_debounced for those with the key), in order; folded
+-- says which specs folded into an existing job.
 --
 -- Every spec is checked before anything is written: the first that breaks a rule
 -- raises 22023 naming its element (counted from 0; not named when it is the only
@@ -44,7 +52,11 @@ create or replace function pgrun.enqueue_columns(
   concurrency_keys  text[] default null,
   unique_windows    interval[] default null,
   on_conflicts      text[] default null,
-  model_requireds   boolean[] default null
+  model_requireds   boolean[] default null,
+  sequence_keys     text[] default null,
+  debounce_keys     text[] default null,
+  debounces         interval[] default null,
+  debounce_edges    text[] default null
 )
 returns setof pgrun.enqueued
 language plpgsql
@@ -86,7 +98,9 @@ begin
      or cardinality(run_ats) <> n or cardinality(max_attempts) <> n or cardinality(unique_keys) <> n
      or cardinality(parent_ids) <> n or cardinality(models) <> n or cardinality(timeouts) <> n
      or cardinality(metas) <> n or cardinality(concurrency_keys) <> n or cardinality(unique_windows) <> n
-     or cardinality(on_conflicts) <> n or cardinality(model_requireds) <> n then
+     or cardinality(on_conflicts) <> n or cardinality(model_requireds) <> n
+     or cardinality(sequence_keys) <> n or cardinality(debounce_keys) <> n or cardinality(debounces) <> n
+     or cardinality(debounce_edges) <> n then
     select a.name, a.len into badlen
     from (values ('args', cardinality(args)), ('queues', cardinality(queues)),
                  ('priorities', cardinality(priorities)), ('run_ats', cardinality(run_ats)),
@@ -94,7 +108,9 @@ begin
                  ('parent_ids', cardinality(parent_ids)), ('models', cardinality(models)),
                  ('timeouts', cardinality(timeouts)), ('metas', cardinality(metas)),
                  ('concurrency_keys', cardinality(concurrency_keys)), ('unique_windows', cardinality(unique_windows)),
-                 ('on_conflicts', cardinality(on_conflicts)), ('model_requireds', cardinality(model_requireds))) a(name, len)
+                 ('on_conflicts', cardinality(on_conflicts)), ('model_requireds', cardinality(model_requireds)),
+                 ('sequence_keys', cardinality(sequence_keys)), ('debounce_keys', cardinality(debounce_keys)),
+                 ('debounces', cardinality(debounces)), ('debounce_edges', cardinality(debounce_edges))) a(name, len)
     where a.len <> n
     limit 1;
     raise exception 'the batch has % kinds but % %', n, badlen.len, badlen.name
@@ -108,19 +124,55 @@ begin
   -- The first bad spec, in one scan; job_spec_fault is inlined into it.
   select min(u.i) into bad
   from unnest(kinds, enqueue_columns.args, queues, priorities, run_ats, enqueue_columns.max_attempts, unique_keys,
-              parent_ids, models, timeouts, metas, concurrency_keys, unique_windows, on_conflicts, model_requireds)
+              parent_ids, models, timeouts, metas, concurrency_keys, unique_windows, on_conflicts, model_requireds,
+              sequence_keys, debounce_keys, debounces, debounce_edges)
        with ordinality u(kind, args, queue, priority, run_at, max_attempts, unique_key, parent_id, model, timeout,
-                         meta, concurrency_key, unique_window, on_conflict, model_required, i)
+                         meta, concurrency_key, unique_window, on_conflict, model_required, sequence_key,
+                         debounce_key, debounce, debounce_edge, i)
   where pgrun.job_spec_fault(row(u.kind, u.args, u.queue, u.priority, u.run_at, u.max_attempts, u.unique_key,
           u.parent_id, u.model, u.timeout, u.meta, u.concurrency_key, u.unique_window, u.on_conflict,
-          u.model_required)::pgrun.job_spec) is not null;
+          u.model_required, u.sequence_key, u.debounce_key, u.debounce, u.debounce_edge)::pgrun.job_spec) is not null;
   if bad is not null then
     -- One spec (enqueue_job's) is not called an element: the message is the insert
     -- trigger's, word for word.
     perform pgrun.check_job_spec(pgrun.spec_at(bad::integer, kinds, args, queues, priorities, run_ats,
                                                max_attempts, unique_keys, parent_ids, models, timeouts, metas,
-                                               concurrency_keys, unique_windows, on_conflicts, model_requireds),
+                                               concurrency_keys, unique_windows, on_conflicts, model_requireds,
+                                               sequence_keys, debounce_keys, debounces, debounce_edges),
                                  case when n > 1 then (bad - 1)::integer end);
+  end if;
+
+  -- Debounce: spec by spec, in order (debounced enqueues come one or a few at a time).
+  if cardinality(array_remove(debounce_keys, null)) > 0 then
+    for k in 1 .. n loop
+      one := pgrun.spec_at(k, kinds, args, queues, priorities, run_ats, max_attempts, unique_keys, parent_ids,
+                           models, timeouts, metas, concurrency_keys, unique_windows, on_conflicts, model_requireds,
+                           sequence_keys, debounce_keys, debounces, debounce_edges);
+      if one.debounce_key is null then
+        select * into e from pgrun.enqueue_columns(array[one.kind], array[one.args], array[one.queue],
+          array[one.priority], array[one.run_at], array[one.max_attempts], array[one.unique_key],
+          array[one.parent_id], array[one.model], array[one.timeout], array[one.meta], array[one.concurrency_key],
+          array[one.unique_window], array[one.on_conflict], array[one.model_required], array[one.sequence_key]);
+      else
+        e := pgrun.enqueue_debounced(one, case when mode then pgrun.new_job_tenant(one.parent_id) end);
+      end if;
+      res[k] := e;
+    end loop;
+    return query select * from unnest(res);
+    return;
+  end if;
+
+  -- Sequences: the batch's, locked in one order (the insert trigger locks each again,
+  -- which costs nothing once held). The tenant is the one each job gets below.
+  if cardinality(array_remove(sequence_keys, null)) > 0 then
+    perform pg_advisory_xact_lock(l.id)
+    from (select distinct pgrun.sequence_lock_id(coalesce(u.queue, 'default'), u.sequence_key,
+                   case when not mode then null
+                        when u.parent_id is null then t
+                        else (select p.tenant from pgrun.jobs p where p.id = u.parent_id) end) as id
+          from unnest(queues, sequence_keys, parent_ids) u(queue, sequence_key, parent_id)
+          where u.sequence_key is not null
+          order by 1) l;
   end if;
 
   -- Whole-array tests, cheaper than a look at each spec.
@@ -141,7 +193,7 @@ begin
     -- an extra WAL record, per row), nothing deduplicated.
     return query
     insert into pgrun.jobs as x (kind, args, queue, priority, run_at, max_attempts, unique_key, parent_id,
-                                 model, timeout, meta, concurrency_key, model_required, tenant)
+                                 model, timeout, meta, concurrency_key, model_required, tenant, sequence_key)
     select u.kind, coalesce(u.args, '{}'), coalesce(u.queue, 'default'), coalesce(u.priority, 0),
            coalesce(u.run_at, v_now),
            coalesce(u.max_attempts,
@@ -153,13 +205,15 @@ begin
            coalesce(u.meta, '{}'), u.concurrency_key, coalesce(u.model_required, false),
            case when not mode then null
                 when u.parent_id is null then t
-                else (select p.tenant from pgrun.jobs p where p.id = u.parent_id) end
-    -- (unique_keys, unique_windows and on_conflicts are all NULL here: not read.)
+                else (select p.tenant from pgrun.jobs p where p.id = u.parent_id) end,
+           u.sequence_key
+    -- (unique_keys, unique_windows and on_conflicts are all NULL here, and the
+    -- debounce arrays too: not read.)
     from unnest(kinds, enqueue_columns.args, queues, priorities, run_ats, enqueue_columns.max_attempts,
-                parent_ids, models, timeouts, metas, concurrency_keys, model_requireds)
+                parent_ids, models, timeouts, metas, concurrency_keys, model_requireds, sequence_keys)
          u(kind, args, queue, priority, run_at, max_attempts, parent_id, model, timeout, meta,
-           concurrency_key, model_required)
-    returning x.*, false;
+           concurrency_key, model_required, sequence_key)
+    returning x.*, false, false;
     return;
   end if;
 
@@ -170,9 +224,10 @@ begin
                      when u.parent_id is null then t
                      else (select p.tenant from pgrun.jobs p where p.id = u.parent_id) end as tenant
     from unnest(kinds, enqueue_columns.args, queues, priorities, run_ats, enqueue_columns.max_attempts, unique_keys,
-              parent_ids, models, timeouts, metas, concurrency_keys, unique_windows, on_conflicts, model_requireds)
+              parent_ids, models, timeouts, metas, concurrency_keys, unique_windows, on_conflicts, model_requireds,
+              sequence_keys)
          with ordinality u(kind, args, queue, priority, run_at, max_attempts, unique_key, parent_id, model, timeout,
-                           meta, concurrency_key, unique_window, on_conflict, model_required, i)
+                           meta, concurrency_key, unique_window, on_conflict, model_required, sequence_key, i)
   ),
   -- Specs whose key a job finished within their unique_window: not inserted.
   recent as (
@@ -185,7 +240,7 @@ begin
   ),
   ins as (
     insert into pgrun.jobs as x (kind, args, queue, priority, run_at, max_attempts, unique_key, parent_id,
-                                 model, timeout, meta, concurrency_key, model_required, tenant)
+                                 model, timeout, meta, concurrency_key, model_required, tenant, sequence_key)
     select s.kind, coalesce(s.args, '{}'), coalesce(s.queue, 'default'), coalesce(s.priority, 0),
            coalesce(s.run_at, v_now),
            coalesce(s.max_attempts,
@@ -194,7 +249,7 @@ begin
            coalesce(s.timeout,
                     case when qn is null then dto else qto[array_position(qn, coalesce(s.queue, 'default'))] end,
                     pgrun.default_timeout()),
-           coalesce(s.meta, '{}'), s.concurrency_key, coalesce(s.model_required, false), s.tenant
+           coalesce(s.meta, '{}'), s.concurrency_key, coalesce(s.model_required, false), s.tenant, s.sequence_key
     from spec s
     where s.i not in (select r.i from recent r)
     order by s.i -- the first spec of the batch with a key takes it
@@ -222,7 +277,7 @@ begin
     where s.unique_key is not null and s.i not in (select r.i from recent r)
     order by s.unique_key, s.tenant, s.i
   )
-  select array_agg(row((c.job).*, c.d)::pgrun.enqueued order by s.i) into res
+  select array_agg(row((c.job).*, c.d, false)::pgrun.enqueued order by s.i) into res
   from spec s
   left join plain_spec ps on ps.i = s.i
   left join plain p on p.rn = ps.rn
@@ -254,7 +309,7 @@ begin
   for k in select u.ordinality from unnest(res) with ordinality u where u.deduplicated is null loop
     one := pgrun.spec_at(k::integer, kinds, args, queues, priorities, run_ats, max_attempts, unique_keys,
                          parent_ids, models, timeouts, metas, concurrency_keys, unique_windows, on_conflicts,
-                         model_requireds);
+                         model_requireds, sequence_keys, debounce_keys, debounces, debounce_edges);
     kt := case when mode then pgrun.new_job_tenant(one.parent_id) end;
     loop
       if one.unique_window is not null then
@@ -268,9 +323,10 @@ begin
         end if;
       end if;
       insert into pgrun.jobs (kind, args, queue, priority, run_at, max_attempts, unique_key, parent_id,
-                              model, timeout, meta, concurrency_key, model_required, tenant)
+                              model, timeout, meta, concurrency_key, model_required, tenant, sequence_key)
       values (one.kind, one.args, one.queue, one.priority, one.run_at, one.max_attempts, one.unique_key, one.parent_id,
-              one.model, one.timeout, one.meta, one.concurrency_key, coalesce(one.model_required, false), kt)
+              one.model, one.timeout, one.meta, one.concurrency_key, coalesce(one.model_required, false), kt,
+              one.sequence_key)
       -- As above: the index's predicate, spelled as the index spells it.
       on conflict (unique_key, tenant)
         where unique_key is not null and status in ('pending', 'queued', 'running', 'waiting')
@@ -300,7 +356,7 @@ begin
       end if;
       -- The holder of the key finished between the two statements: try again.
     end loop;
-    select (j).*, e.deduplicated into e;
+    select (j).*, e.deduplicated, false into e;
     res[k] := e;
   end loop;
 
@@ -328,7 +384,11 @@ create or replace function pgrun.job_spec(
   concurrency_key  text default null,
   unique_window    interval default null,
   on_conflict      text default null,
-  model_required   boolean default null
+  model_required   boolean default null,
+  sequence_key     text default null,
+  debounce_key     text default null,
+  debounce         interval default null,
+  debounce_edge    text default null
 )
 returns pgrun.job_spec
 language sql
@@ -336,7 +396,8 @@ immutable
 set search_path = pgrun, pg_catalog
 as $$
   select row(kind, args, queue, priority, run_at, max_attempts, unique_key, parent_id, model, timeout,
-             meta, concurrency_key, unique_window, on_conflict, model_required)::pgrun.job_spec
+             meta, concurrency_key, unique_window, on_conflict, model_required, sequence_key, debounce_key,
+             debounce, debounce_edge)::pgrun.job_spec
 $$;
 
 -- spec_at is the k-th spec of a batch given as arrays (enqueue_columns'), for the
@@ -344,7 +405,9 @@ $$;
 create or replace function pgrun.spec_at(
   k integer, kinds text[], args jsonb[], queues text[], priorities integer[], run_ats timestamptz[],
   max_attempts integer[], unique_keys text[], parent_ids bigint[], models text[], timeouts interval[],
-  metas jsonb[], concurrency_keys text[], unique_windows interval[], on_conflicts text[], model_requireds boolean[]
+  metas jsonb[], concurrency_keys text[], unique_windows interval[], on_conflicts text[], model_requireds boolean[],
+  sequence_keys text[] default null, debounce_keys text[] default null, debounces interval[] default null,
+  debounce_edges text[] default null
 )
 returns pgrun.job_spec
 language sql
@@ -353,11 +416,13 @@ set search_path = pgrun, pg_catalog
 as $$
   select row(kinds[k], args[k], queues[k], priorities[k], run_ats[k], max_attempts[k], unique_keys[k],
              parent_ids[k], models[k], timeouts[k], metas[k], concurrency_keys[k], unique_windows[k],
-             on_conflicts[k], model_requireds[k])::pgrun.job_spec
+             on_conflicts[k], model_requireds[k], sequence_keys[k], debounce_keys[k], debounces[k],
+             debounce_edges[k])::pgrun.job_spec
 $$;
 
 -- enqueue_specs is enqueue_columns with the specs as an array of pgrun.job_spec:
--- one row per spec, in order, the job and whether it was deduplicated.
+-- one row per spec, in order, the job, whether it was deduplicated and whether it
+-- was folded.
 create or replace function pgrun.enqueue_specs(specs pgrun.job_spec[])
 returns setof pgrun.enqueued
 language plpgsql
@@ -381,18 +446,22 @@ begin
                array_agg(s.parent_id) as parent_ids, array_agg(s.model) as models, array_agg(s.timeout) as timeouts,
                array_agg(s.meta) as metas, array_agg(s.concurrency_key) as concurrency_keys,
                array_agg(s.unique_window) as unique_windows, array_agg(s.on_conflict) as on_conflicts,
-               array_agg(s.model_required) as model_requireds
+               array_agg(s.model_required) as model_requireds, array_agg(s.sequence_key) as sequence_keys,
+               array_agg(s.debounce_key) as debounce_keys, array_agg(s.debounce) as debounces,
+               array_agg(s.debounce_edge) as debounce_edges
         from unnest(specs) s) a,
        lateral pgrun.enqueue_columns(a.kinds, a.args, a.queues, a.priorities, a.run_ats, a.max_attempts,
                                      a.unique_keys, a.parent_ids, a.models, a.timeouts, a.metas, a.concurrency_keys,
-                                     a.unique_windows, a.on_conflicts, a.model_requireds) e;
+                                     a.unique_windows, a.on_conflicts, a.model_requireds, a.sequence_keys,
+                                     a.debounce_keys, a.debounces, a.debounce_edges) e;
 end;
 $$;
 
 -- enqueue_batch is enqueue_columns returning the jobs alone: one per spec, in the
--- specs' order, a duplicate's holder in its place. The arrays after concurrency_keys
--- were appended by 0014; earlier calls are unchanged. For whether a job was
--- deduplicated, call enqueue_columns.
+-- specs' order, a duplicate's holder in its place (a folded spec's job too). The
+-- arrays after concurrency_keys were appended by 0014, those after model_requireds by
+-- 0024; earlier calls are unchanged. For whether a job was deduplicated or folded,
+-- call enqueue_columns.
 create or replace function pgrun.enqueue_batch(
   kinds             text[],
   args              jsonb[] default null,
@@ -408,7 +477,11 @@ create or replace function pgrun.enqueue_batch(
   concurrency_keys  text[] default null,
   unique_windows    interval[] default null,
   on_conflicts      text[] default null,
-  model_requireds   boolean[] default null
+  model_requireds   boolean[] default null,
+  sequence_keys     text[] default null,
+  debounce_keys     text[] default null,
+  debounces         interval[] default null,
+  debounce_edges    text[] default null
 )
 returns setof pgrun.jobs
 language plpgsql
@@ -417,11 +490,11 @@ as $$
 declare
   j  pgrun.jobs;
 begin
-  -- A row of pgrun.enqueued is a row of pgrun.jobs and then deduplicated, which the
-  -- assignment leaves out.
+  -- A row of pgrun.enqueued is a row of pgrun.jobs and then deduplicated and folded,
+  -- which the assignment leaves out.
   for j in select * from pgrun.enqueue_columns(kinds, args, queues, priorities, run_ats, max_attempts,
              unique_keys, parent_ids, models, timeouts, metas, concurrency_keys, unique_windows, on_conflicts,
-             model_requireds) loop
+             model_requireds, sequence_keys, debounce_keys, debounces, debounce_edges) loop
     return next j;
   end loop;
 end;
@@ -489,7 +562,7 @@ begin
       exception when data_exception then
         raise exception 'element % of enqueue_jobs has %: % of the wrong type (%)', bad.idx - 1, bad.attname, bad.v, sqlerrm
           using errcode = '22023',
-                hint = format('Give %s as %s: run_at as a timestamp such as "2030-01-02T15:04:05Z", timeout and unique_window as an interval such as "30 seconds".',
+                hint = format('Give %s as %s: run_at as a timestamp such as "2030-01-02T15:04:05Z", timeout, unique_window and debounce as an interval such as "30 seconds".',
                               bad.attname, bad.type);
       end;
     end loop;

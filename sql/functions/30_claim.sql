@@ -114,9 +114,13 @@ $$;
 -- starves; a job with model_required goes only to a worker that has the model warm or
 -- lists it as servable.
 --
--- A queue with max_running, rate_limit or concurrency_limit takes its row lock first,
--- so that the limits hold exactly across concurrent claimers; queues without limits
--- never take it.
+-- A queue with max_running, rate_limit or per-key settings (concurrency_limit, fair_by,
+-- key_rate_limit, priority_aging) takes its row lock first, so that the limits hold
+-- exactly across concurrent claimers and a fair queue's claims take turns in order;
+-- queues without them never take it. The per-key settings send the claim to
+-- claim_keyed (39_claim_keyed.sql), which ignores after_* (its order is not the key's)
+-- and the warm-model tiebreak (a job is taken in its turn, warm here or not, among
+-- those this worker may take: may_take_cold still decides that).
 --
 -- The id list is built in an ARRAY() sub-select so the planner keeps the partial claim
 -- index and the primary key even under a generic plan (a LIMIT parameter otherwise
@@ -157,6 +161,7 @@ declare
   v_blocked boolean;
   v_top     smallint;
   v_tenant  text;
+  v_keyed   boolean;
 begin
   perform pgrun.check_queue_name(queue);
   perform pgrun.check_worker_id(worker); -- the format, required of every session
@@ -195,7 +200,9 @@ begin
     where w.id = worker and w.models is distinct from claim_jobs.models;
   end if;
 
-  if q.max_running is not null or q.rate_limit is not null or q.concurrency_limit is not null then
+  v_keyed := q.concurrency_limit is not null or q.fair_by is not null or q.key_rate_limit is not null
+             or q.priority_aging is not null;
+  if q.max_running is not null or q.rate_limit is not null or v_keyed then
     select * into q from pgrun.queues x where x.name = claim_jobs.queue for update;
     if q.max_running is not null then
       select count(*) into v_running from pgrun.jobs r
@@ -214,28 +221,22 @@ begin
     end if;
   end if;
 
-  if q.concurrency_limit is not null then
-    -- Per-key limit: look ahead through the due backlog and keep, per key, only as
-    -- many as the key has room for (running ones count), then lock those.
-    v_ids := array(
-      select x.id from (
-        select c.id, c.priority, c.run_at, c.concurrency_key,
-               row_number() over (partition by c.concurrency_key order by c.priority, c.run_at, c.id) as rn
-        from (select * from pgrun.jobs c
-              where c.status = 'queued' and c.queue = claim_jobs.queue and c.run_at <= v_now
-                and (kinds is null or c.kind = any (kinds))
-                and (v_tenant is null or c.tenant = v_tenant)
-              order by c.priority, c.run_at, c.id
-              limit greatest(v_left * 10, 1000)) c) x
-      where x.concurrency_key is null
-         or x.rn + (select count(*) from pgrun.jobs r
-                    where r.status = 'running' and r.concurrency_key = x.concurrency_key) <= q.concurrency_limit
-      order by x.priority, x.run_at, x.id
-      limit v_left);
-    v_ids := array(select c.id from pgrun.jobs c where c.id = any (v_ids) and c.status = 'queued'
-                   for update skip locked);
-    return query select * from pgrun.claim_locked(v_ids, worker, v_now, lease);
-    get diagnostics v_total = row_count;
+  if v_keyed then
+    -- Per-key flow control (39_claim_keyed.sql), under the queue's row lock: it chooses
+    -- and locks the jobs. A fair claim's come back in their round-robin order (a runner
+    -- starts the jobs of a claim larger than its free slots in the order they come);
+    -- the others' in the UPDATE's, as the passes below return theirs.
+    v_ids := pgrun.claim_keyed(q, worker, v_left, lease, v_now, kinds, v_tenant, models, v_servable, v_wait);
+    if cardinality(v_ids) > 0 and q.fair_by is null then
+      return query select * from pgrun.claim_locked(v_ids, worker, v_now, lease);
+      get diagnostics v_total = row_count;
+    elsif cardinality(v_ids) > 0 then
+      return query
+      select c.* from pgrun.claim_locked(v_ids, worker, v_now, lease) c
+      join unnest(v_ids) with ordinality u(id, o) on u.id = c.id
+      order by u.o;
+      get diagnostics v_total = row_count;
+    end if;
   else
     -- With models, a first pass ("warm") takes jobs whose model is warm here among
     -- those of the most urgent priority this worker may take; the second pass

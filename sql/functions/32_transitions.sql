@@ -370,10 +370,12 @@ $$;
 -- cancel_job cancels a job that has not finished, and its unfinished descendants. A
 -- pending, queued or waiting job is cancelled at once; a running one is cancelled too,
 -- and its runner is told on the pgrun_cancel channel to cancel the handler's context
--- (its late completion then matches nothing). Returns the job, NULL if it had already
--- finished; raises P0002 if no job has that id. Administrators cancel any job; with
--- the tenant mode on, an enqueuer cancels its own tenant's jobs (another tenant's are
--- P0002, as if they did not exist); without it, an enqueuer may not cancel (42501).
+-- (its late completion then matches nothing). A failed job that holds its sequence
+-- (36_sequences.sql) is cancelled too, which lets the sequence go on. Returns the job,
+-- NULL if it had already finished; raises P0002 if no job has that id. Administrators
+-- cancel any job; with the tenant mode on, an enqueuer cancels its own tenant's jobs
+-- (another tenant's are P0002, as if they did not exist); without it, an enqueuer may
+-- not cancel (42501).
 create or replace function pgrun.cancel_job(
   id      bigint,
   reason  text default null
@@ -418,7 +420,7 @@ begin
   update pgrun.jobs j
   set status = 'cancelled', finished_at = pgrun.clock(), lease_expires_at = null,
       error = jsonb_build_object('class', 'cancelled', 'message', coalesce(reason, 'cancelled'))
-  where j.id = cancel_tree.id and pgrun.is_active(j.status)
+  where j.id = cancel_tree.id and (pgrun.is_active(j.status) or (j.status = 'failed' and pgrun.holds_sequence(j.id)))
   returning j.* into j;
   if not found then
     return null;

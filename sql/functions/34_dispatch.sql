@@ -150,6 +150,21 @@ begin
     end if;
     ids := null;
   end if;
+  -- Sequences (36_sequences.sql): a job of a sequence that this statement took from
+  -- its head (queued, running, waiting) or its failed hold to a final state lets the
+  -- next one go (sequences_ended; the ids are those that failed from the head). One
+  -- look at the new rows when none has a sequence_key.
+  if exists (select 1 from finished_new n where n.sequence_key is not null
+             and n.status in ('succeeded', 'failed', 'cancelled', 'skipped')) then
+    select jsonb_object_agg(o.id::text, o.status) into before from finished_old o where o.sequence_key is not null;
+    perform pgrun.sequences_ended(array_agg(n.queue), array_agg(n.sequence_key), array_agg(n.tenant),
+                                  array_agg(n.id) filter (where n.status = 'failed' and before ->> n.id::text <> 'failed'))
+    from finished_new n
+    where n.sequence_key is not null and n.status in ('succeeded', 'failed', 'cancelled', 'skipped')
+      and before ->> n.id::text in ('queued', 'running', 'waiting', 'failed') and before ->> n.id::text <> n.status::text
+    having count(*) > 0;
+    before := null;
+  end if;
   -- The new rows first (cheap): most statements finish no workflow job.
   if not exists (select 1 from finished_new n
                  where n.dispatched_at is not null

@@ -93,6 +93,16 @@ $$;
 --                      workflow nodes are kept whatever the queue: their parents and
 --                      runs read them; so are parents finished by their children, and
 --                      failed and cancelled jobs.
+--   sequence_on_failure  'hold' (the default): a job of a sequence that fails for good
+--                      holds the jobs behind it until it is retried or cancelled;
+--                      'continue': the next one runs (36_sequences.sql)
+--   fair_by            'concurrency_key' or 'tenant': claims take jobs round-robin
+--                      across that key's values instead of in one global order
+--                      (38_claim_keys.sql); changing it starts the round afresh
+--   key_rate_limit     at most this many claims per concurrency_key per key_rate_period
+--                      (default 1 second), 1 to 1,000,000; reset forgets the windows
+--   priority_aging     a due job's effective priority rises one level per this much
+--                      waiting (1 second to max_wait())
 -- Intervals are bounded (input_bounds()); 22023 for one out of bounds, nothing changed.
 -- Returns the queue.
 create or replace function pgrun.set_queue(
@@ -110,7 +120,12 @@ create or replace function pgrun.set_queue(
   archive               boolean default null,
   reset                 text[] default '{}',
   warm_wait             interval default null,
-  ephemeral             boolean default null
+  ephemeral             boolean default null,
+  sequence_on_failure   text default null,
+  fair_by               text default null,
+  key_rate_limit        integer default null,
+  key_rate_period       interval default null,
+  priority_aging        interval default null
 )
 returns pgrun.queues
 language plpgsql
@@ -122,15 +137,31 @@ declare
   k       text;
   v_base  interval;
   v_max   interval;
+  v_fair_by text;
 begin
   perform pgrun.queue_row(name);
   foreach k in array coalesce(reset, '{}') loop
     if k <> all (array['max_running', 'rate_limit', 'concurrency_limit', 'default_lease', 'default_timeout',
-                       'default_max_attempts', 'backoff_base', 'backoff_max', 'retention', 'warm_wait']) then
+                       'default_max_attempts', 'backoff_base', 'backoff_max', 'retention', 'warm_wait',
+                       'sequence_on_failure', 'fair_by', 'key_rate_limit', 'key_rate_period', 'priority_aging']) then
       raise exception 'setting % cannot be reset', quote_literal(k)
-        using errcode = '22023', hint = 'Reset one of max_running, rate_limit, concurrency_limit, default_lease, default_timeout, default_max_attempts, backoff_base, backoff_max, retention.';
+        using errcode = '22023', hint = 'Reset one of max_running, rate_limit, concurrency_limit, default_lease, default_timeout, default_max_attempts, backoff_base, backoff_max, retention, warm_wait, sequence_on_failure, fair_by, key_rate_limit, key_rate_period, priority_aging.';
     end if;
   end loop;
+  if sequence_on_failure not in ('hold', 'continue') then
+    raise exception 'sequence_on_failure % of queue % is not valid', quote_literal(sequence_on_failure), name
+      using errcode = '22023', hint = 'Use hold (the jobs behind a failed one wait for it) or continue (they run on).';
+  end if;
+  if fair_by not in ('concurrency_key', 'tenant') then
+    raise exception 'fair_by % of queue % is not valid', quote_literal(fair_by), name
+      using errcode = '22023', hint = 'Use concurrency_key or tenant, or reset fair_by to claim in one global order.';
+  end if;
+  if key_rate_limit < 1 or key_rate_limit > 1000000 then
+    raise exception 'key_rate_limit % of queue % is out of bounds', key_rate_limit, name
+      using errcode = '22023', hint = 'Use 1 to 1000000 claims per key and key_rate_period, or reset key_rate_limit for none.';
+  end if;
+  perform pgrun.check_interval('key_rate_period', key_rate_period, pgrun.max_wait());
+  perform pgrun.check_interval('priority_aging', priority_aging, pgrun.max_wait(), interval '1 second');
   if max_running < 0 or rate_limit < 0 or concurrency_limit < 1 or default_max_attempts < 1 then
     raise exception 'queue % limits must not be negative (max_running %, rate_limit %, concurrency_limit %, default_max_attempts %)',
       name, max_running, rate_limit, concurrency_limit, default_max_attempts
@@ -152,8 +183,9 @@ begin
   -- The backoff as it will be (what is not set keeps its value, a reset one its
   -- default): a base above the cap would make every retry wait the cap.
   select case when 'backoff_base' = any (reset) then null else coalesce(set_queue.backoff_base, x.backoff_base) end,
-         case when 'backoff_max' = any (reset) then null else coalesce(set_queue.backoff_max, x.backoff_max) end
-  into v_base, v_max
+         case when 'backoff_max' = any (reset) then null else coalesce(set_queue.backoff_max, x.backoff_max) end,
+         x.fair_by
+  into v_base, v_max, v_fair_by
   from pgrun.queues x where x.name = set_queue.name;
   if coalesce(v_base, interval '1 second') > coalesce(v_max, interval '1 hour') then
     raise exception 'backoff_base % of queue % is above its backoff_max %', coalesce(v_base, interval '1 second'), name,
@@ -175,9 +207,25 @@ begin
     archive = coalesce(set_queue.archive, x.archive),
     warm_wait = case when 'warm_wait' = any (reset) then null else coalesce(set_queue.warm_wait, x.warm_wait) end,
     ephemeral = coalesce(set_queue.ephemeral, x.ephemeral),
+    sequence_on_failure = case when 'sequence_on_failure' = any (reset) then 'hold'
+                               else coalesce(set_queue.sequence_on_failure, x.sequence_on_failure) end,
+    fair_by = case when 'fair_by' = any (reset) then null else coalesce(set_queue.fair_by, x.fair_by) end,
+    key_rate_limit = case when 'key_rate_limit' = any (reset) then null
+                          else coalesce(set_queue.key_rate_limit, x.key_rate_limit) end,
+    key_rate_period = case when 'key_rate_period' = any (reset) then null
+                           else coalesce(set_queue.key_rate_period, x.key_rate_period) end,
+    priority_aging = case when 'priority_aging' = any (reset) then null
+                          else coalesce(set_queue.priority_aging, x.priority_aging) end,
     updated_at = now()
   where x.name = set_queue.name
   returning x.* into r;
+  -- A new key to be fair by (or none) starts its round afresh, from the first key.
+  if set_queue.fair_by is not null or 'fair_by' = any (reset) then
+    delete from pgrun.fair_cursors c where c.queue = r.name and r.fair_by is distinct from v_fair_by;
+  end if;
+  if r.key_rate_limit is null then
+    delete from pgrun.key_rate_windows w where w.queue = r.name;
+  end if;
   return r;
 end;
 $$;

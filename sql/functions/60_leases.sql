@@ -20,14 +20,82 @@ as $$
                order by least(c.lease_expires_at, c.deadline_at) limit batch)
 $$;
 
+-- lose_leases ends the claims of running jobs ids whose holder is gone, the one
+-- rule for a lost lease, whatever showed it lost: each is requeued due now
+-- (job.lease_expired_requeue) without spending an attempt, or, once it has already
+-- lost lease_budget leases, fails (job.lease_expired, class lease_expired: a job that
+-- keeps killing its worker must not loop forever). The lease expiry is counted
+-- (lease_expiries) either way. The message reads "lease of worker <id> <why>"; fields
+-- are added to each event's. The caller has locked the rows and checked them; only those still
+-- running change. Returns {"requeued": n, "failed": n}.
+create or replace function pgrun.lose_leases(
+  ids           bigint[],
+  lease_budget  integer,
+  why           text,
+  fields        jsonb default '{}'
+)
+returns jsonb
+language plpgsql
+set search_path = pgrun, pg_catalog
+as $$
+#variable_conflict use_column
+declare
+  v_now       timestamptz := pgrun.clock();
+  v_requeued  integer;
+  v_failed    integer;
+  v_queues    text[];
+  q           text;
+begin
+  if cardinality(ids) = 0 then
+    return jsonb_build_object('requeued', 0, 'failed', 0);
+  end if;
+  with expired as (
+    update pgrun.jobs j
+    set lease_expiries = j.lease_expiries + 1,
+        status = case when j.lease_expiries >= lease_budget
+                      then 'failed'::pgrun.job_status else 'queued' end,
+        run_at = case when j.lease_expiries >= lease_budget then j.run_at else v_now end,
+        finished_at = case when j.lease_expiries >= lease_budget then v_now end,
+        error = case when j.lease_expiries >= lease_budget
+                     then jsonb_build_object('class', 'lease_expired',
+                            'message', format('lease of worker %s %s (%s times)', j.claimed_by, why, j.lease_expiries + 1),
+                            'attempt', j.attempt, 'at', v_now)
+                     else j.error end,
+        lease_expires_at = null
+    where j.id = any (ids) and j.status = 'running'
+    returning j.id, j.status, j.queue, j.attempt, j.claimed_by, j.lease_expiries
+  ),
+  logged as (
+    insert into pgrun.job_events (job_id, at, event, level, message, fields)
+    select e.id, v_now,
+           case when e.status = 'failed' then 'job.lease_expired' else 'job.lease_expired_requeue' end,
+           case when e.status = 'failed' then 'error' else 'warn' end,
+           format('lease of worker %s %s', e.claimed_by, why),
+           jsonb_build_object('attempt', e.attempt, 'worker', e.claimed_by,
+                              'lease_expiries', e.lease_expiries) || coalesce(fields, '{}')
+    from expired e
+  )
+  select count(*) filter (where e.status = 'queued'),
+         count(*) filter (where e.status = 'failed'),
+         array_agg(distinct e.queue) filter (where e.status = 'queued')
+  into v_requeued, v_failed, v_queues
+  from expired e;
+  foreach q in array coalesce(v_queues, '{}') loop
+    perform pg_notify('pgrun_jobs', q);
+  end loop;
+  return jsonb_build_object('requeued', v_requeued, 'failed', v_failed);
+end;
+$$;
+
 -- reap_expired_leases requeues running jobs whose lease ran out (event
 -- job.lease_expired_requeue), without spending an attempt; a job that has already
--- lost lease_budget leases fails instead (class lease_expired). It takes up to batch
--- jobs (ids NULL) or exactly the given ids, each only if its lease has still run out.
--- After a server start or a promotion (pgrun.server_epochs, 11_failover.sql) a lease is
--- not judged until one lease length after the epoch began, however long ago it ran
--- out: during an outage no runner could renew it, and the job may well have finished
--- with its report on the way. Returns {"requeued": n, "failed": n}.
+-- lost lease_budget leases fails instead (class lease_expired): lose_leases. It takes
+-- up to batch jobs (ids NULL) or exactly the given ids, each only if its lease has
+-- still run out. After a server start, a promotion or a gap in the maintenance rounds
+-- (pgrun.server_epochs, 11_failover.sql) a lease is not judged until one lease length
+-- after the epoch began, however long ago it ran out: during an outage no runner could
+-- renew it, and the job may well have finished with its report on the way. Returns
+-- {"requeued": n, "failed": n}.
 create or replace function pgrun.reap_expired_leases(
   lease_budget  integer default 3,
   batch         integer default 1000,
@@ -40,15 +108,11 @@ as $$
 #variable_conflict use_column
 declare
   v_now       timestamptz := pgrun.clock();
-  v_requeued  integer;
-  v_failed    integer;
-  v_queues    text[];
   v_since     timestamptz := pgrun.epoch_since();
   v_ids       bigint[];
-  q           text;
 begin
   -- The candidates (expired_leases), locked unless another reaper holds them, are
-  -- taken in a statement of their own: inlined into the UPDATE below as
+  -- taken in a statement of their own: inlined into the statement below as
   -- "id = any (coalesce(ids, array(...)))", the planner could not see the array and
   -- walked the whole running index in every round, which cost a maintenance leader
   -- milliseconds per thousand running jobs even with nothing to reap.
@@ -59,44 +123,14 @@ begin
   if cardinality(v_ids) = 0 then
     return jsonb_build_object('requeued', 0, 'failed', 0);
   end if;
-  with expired as (
-    update pgrun.jobs j
-    set lease_expiries = j.lease_expiries + 1,
-        status = case when j.lease_expiries >= lease_budget
-                      then 'failed'::pgrun.job_status else 'queued' end,
-        run_at = case when j.lease_expiries >= lease_budget then j.run_at else v_now end,
-        finished_at = case when j.lease_expiries >= lease_budget then v_now end,
-        error = case when j.lease_expiries >= lease_budget
-                     then jsonb_build_object('class', 'lease_expired',
-                            'message', format('lease of worker %s expired (%s times)',
-                                              j.claimed_by, j.lease_expiries + 1),
-                            'attempt', j.attempt, 'at', v_now)
-                     else j.error end,
-        lease_expires_at = null
-    where j.id = any (v_ids)
-      and j.status = 'running' and j.lease_expires_at < v_now
-      and not pgrun.in_epoch_grace(v_since, j.lease_length, v_now)
-    returning j.id, j.status, j.queue, j.attempt, j.claimed_by, j.lease_expiries
-  ),
-  logged as (
-    insert into pgrun.job_events (job_id, at, event, level, message, fields)
-    select e.id, v_now,
-           case when e.status = 'failed' then 'job.lease_expired' else 'job.lease_expired_requeue' end,
-           case when e.status = 'failed' then 'error' else 'warn' end,
-           format('lease of worker %s expired', e.claimed_by),
-           jsonb_build_object('attempt', e.attempt, 'worker', e.claimed_by,
-                              'lease_expiries', e.lease_expiries)
-    from expired e
-  )
-  select count(*) filter (where e.status = 'queued'),
-         count(*) filter (where e.status = 'failed'),
-         array_agg(distinct e.queue) filter (where e.status = 'queued')
-  into v_requeued, v_failed, v_queues
-  from expired e;
-  foreach q in array coalesce(v_queues, '{}') loop
-    perform pg_notify('pgrun_jobs', q);
-  end loop;
-  return jsonb_build_object('requeued', v_requeued, 'failed', v_failed);
+  -- Checked again under the lock (and given ids locked here).
+  v_ids := array(
+    select c.id from pgrun.jobs c
+    where c.id = any (v_ids)
+      and c.status = 'running' and c.lease_expires_at < v_now
+      and not pgrun.in_epoch_grace(v_since, c.lease_length, v_now)
+    for update skip locked);
+  return pgrun.lose_leases(v_ids, lease_budget, 'expired');
 end;
 $$;
 

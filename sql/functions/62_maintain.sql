@@ -12,7 +12,8 @@
 -- take_maintenance makes leader the maintenance leader for lease, or renews its
 -- lease, and returns true; it returns false while another holder's lease is current.
 -- A leader that freezes or is cut off stops renewing, and its lease lapses: any
--- caller takes over after at most one lease length. The row is read with SKIP
+-- caller takes over after at most one lease length; one whose session is seen gone
+-- (worker_session_gone, 12_workers.sql) loses it at once. The row is read with SKIP
 -- LOCKED, so a candidate never waits on the leader's round.
 create or replace function pgrun.take_maintenance(leader text, lease interval)
 returns boolean
@@ -42,7 +43,10 @@ begin
     on conflict (name) do nothing;
     return found;
   end if;
-  if r.holder <> leader and r.expires_at >= v_now then
+  -- A holder whose database session is seen gone (worker_session_gone: its process
+  -- died) loses the lease at once rather than after it, so that the jobs it held come
+  -- back within a round.
+  if r.holder <> leader and r.expires_at >= v_now and not pgrun.worker_session_gone(r.holder) then
     return false;
   end if;
   update pgrun.maintenance_leader m
@@ -220,6 +224,10 @@ $$;
 -- in order (each is a function of its own, callable alone):
 --   note_server_epoch    record a server start or promotion (11_failover.sql): leases and
 --                        workers get a grace of their own length after it
+--   reap_lost_sessions   flag dead the workers whose database session ended and hand their
+--                        jobs back at once (12_workers.sql); its entry under "steps"
+--                        carries "workers" (flagged dead), "rows" (their jobs handed
+--                        back) and "failed" (of those, failed past lease_budget)
 --   reap_expired_leases  requeue (or, past lease_budget, fail) jobs whose lease ran out
 --   fail_overdue         the timeout rule, with the stall_window sign-of-life grace
 --   flag_dead_workers    flag workers silent for three cadences while holding jobs
@@ -228,6 +236,12 @@ $$;
 --   fire_schedules       enqueue due cron schedules, once per slot
 --   prune_history        delete or archive finished jobs past their retention
 --   wake_waits           queue again the durable awaits whose time ran out (35_durable.sql)
+--   recheck_sequences    settle the sequences a REPEATABLE READ or SERIALIZABLE transaction
+--                        moved (36_sequences.sql); its entry under "steps" carries
+--                        "promoted", the jobs it queued
+--   rollup_minutes       count the closed minutes' endings into the rollups the dashboard's
+--                        charts and errors page read (74_rollups.sql); its entry under
+--                        "steps" carries "rows", the minutes it rolled up
 -- Each step handles at most batch rows and runs in a subtransaction: a step that
 -- fails is rolled back alone and named under "errors" with its message, and the
 -- other steps still run. If reap_expired_leases or fail_overdue fails on a batch,
@@ -273,6 +287,9 @@ declare
   v_pruned   integer := 0;
   v_analyzed integer := 0;
   v_woken    integer := 0;
+  v_promoted integer := 0;
+  v_rolled   integer := 0;
+  v_sessions jsonb := '{}';
   v_errors   jsonb := '{}';
   v_broken   jsonb := '[]';
   v_holder   text;
@@ -328,6 +345,20 @@ begin
     v_errors := v_errors || jsonb_build_object('note_server_epoch', sqlerrm);
   end;
   v_steps := v_steps || pgrun.step_ms('note_server_epoch', v_began);
+  if not 'reap_lost_sessions' = any (v_not_due) then
+    v_began := clock_timestamp();
+    begin
+      v_sessions := pgrun.reap_lost_sessions(lease_budget);
+    exception when others then
+      v_errors := v_errors || jsonb_build_object('reap_lost_sessions', sqlerrm);
+    end;
+    v_steps := v_steps || jsonb_build_object('reap_lost_sessions',
+                 (pgrun.step_ms('reap_lost_sessions', v_began) -> 'reap_lost_sessions')
+                 || jsonb_build_object('workers', coalesce((v_sessions ->> 'workers')::integer, 0),
+                                       'rows', coalesce((v_sessions ->> 'requeued')::integer, 0)
+                                               + coalesce((v_sessions ->> 'failed')::integer, 0),
+                                       'failed', coalesce((v_sessions ->> 'failed')::integer, 0)));
+  end if;
   if not 'reap_expired_leases' = any (v_not_due) then
     v_began := clock_timestamp();
     begin
@@ -404,6 +435,26 @@ begin
       v_errors := v_errors || jsonb_build_object('wake_waits', sqlerrm);
     end;
     v_steps := v_steps || pgrun.step_ms('wake_waits', v_began);
+  end if;
+  if not 'recheck_sequences' = any (v_not_due) then
+    v_began := clock_timestamp();
+    begin
+      v_promoted := pgrun.recheck_sequences(batch);
+    exception when others then
+      v_errors := v_errors || jsonb_build_object('recheck_sequences', sqlerrm);
+    end;
+    v_steps := v_steps || jsonb_build_object('recheck_sequences',
+                 (pgrun.step_ms('recheck_sequences', v_began) -> 'recheck_sequences') || jsonb_build_object('promoted', v_promoted));
+  end if;
+  if not 'rollup_minutes' = any (v_not_due) then
+    v_began := clock_timestamp();
+    begin
+      v_rolled := pgrun.rollup_minutes(v_now);
+    exception when others then
+      v_errors := v_errors || jsonb_build_object('rollup_minutes', sqlerrm);
+    end;
+    v_steps := v_steps || jsonb_build_object('rollup_minutes',
+                 (pgrun.step_ms('rollup_minutes', v_began) -> 'rollup_minutes') || jsonb_build_object('rows', v_rolled));
   end if;
   if not 'prune_history' = any (v_not_due) then
     v_began := clock_timestamp();

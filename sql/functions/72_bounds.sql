@@ -15,7 +15,7 @@ set search_path = pgrun, pg_catalog
 as $$
   values
     ('worker id', '1 to 200 characters',
-     'claim_jobs, claim_job, renew_leases, every report, beat, set_progress, emit, worker_heartbeat, release_unheld, queue_peers'),
+     'claim_jobs, claim_job, renew_leases, every report, beat, set_progress, emit, worker_heartbeat, release_unheld, queue_peers, bind_worker_session'),
     ('host', '1 to 255 characters', 'worker_heartbeat'),
     ('worker lists', '1000 queues, 1000 models, 1000 servable models, 10000 kinds', 'worker_heartbeat'),
     ('cadence', format('above 0, at most %s minutes', extract(epoch from pgrun.max_cadence())::integer / 60), 'worker_heartbeat'),
@@ -34,6 +34,14 @@ as $$
     ('timeout', format('0 (none), or above 0 and at most %s', pgrun.max_wait()),
      'enqueue functions, INSERT, set_queue (default_timeout)'),
     ('unique_window', format('above 0, at most %s', pgrun.max_wait()), 'enqueue functions'),
+    ('sequence_key', format('non-empty, at most %s characters', pgrun.max_flow_key_chars()), 'enqueue functions, INSERT'),
+    ('debounce_key', format('non-empty, at most %s characters; only with debounce', pgrun.max_flow_key_chars()),
+     'enqueue functions (INSERT refuses it: it cannot debounce)'),
+    ('debounce', format('%s ms to %s; only with debounce_key, never with run_at',
+                        (extract(epoch from pgrun.min_debounce()) * 1000)::integer, pgrun.max_wait()),
+     'enqueue functions'),
+    ('debounce_edge', 'trailing (the default) or leading; only with debounce', 'enqueue functions'),
+    ('sequences listed', '1 to 1000 a call', 'sequences'),
     ('retry delay', format('0 to %s', pgrun.max_wait()), 'retry_later'),
     ('backoff_base, backoff_max', format('above 0, at most %s; backoff_base at most backoff_max', pgrun.max_wait()),
      'set_queue'),
@@ -41,6 +49,10 @@ as $$
     ('lease', format('above 0, at most %s', pgrun.max_lease()), 'claim_jobs, claim_job, renew_leases'),
     ('default_lease', format('15 seconds to %s', pgrun.max_lease()), 'set_queue'),
     ('warm_wait', format('above 0, at most %s', pgrun.max_lease()), 'set_queue'),
+    ('fair_by, sequence_on_failure', 'concurrency_key or tenant; hold or continue', 'set_queue'),
+    ('key_rate_limit', '1 to 1000000 claims per key and key_rate_period', 'set_queue'),
+    ('key_rate_period', format('above 0, at most %s', pgrun.max_wait()), 'set_queue'),
+    ('priority_aging', format('1 second to %s', pgrun.max_wait()), 'set_queue'),
     ('retention', format('above 0, at most %s', pgrun.max_retention()), 'set_queue, forget_workers'),
     ('claim size', '1 to 10000 jobs', 'claim_jobs'),
     ('report batch', '10000 jobs', 'complete_jobs, beat'),
@@ -71,5 +83,12 @@ as $$
     ('sleep, await timeout', format('a sleep ends at most %s ahead; an await waits above 0, at most %s', pgrun.max_wait(), pgrun.max_wait()),
      'sleep_job, await_event, await_job'),
     ('cron expression', format('%s characters, %s parts per field', pgrun.max_cron_chars(), pgrun.max_cron_parts()),
-     'set_schedule')
+     'set_schedule'),
+    ('rollup span', format('above 0, at most %s', pgrun.rollup_retention()), 'job_series, error_groups, typical_run_times'),
+    ('series bucket', format('whole minutes from 1 minute to 1 day; at most %s buckets in the span', pgrun.max_series_buckets()),
+     'job_series'),
+    ('series group_by', 'NULL, queue, kind or all', 'job_series'),
+    ('error groups', format('1 to %s groups', pgrun.max_error_groups()), 'error_groups'),
+    ('rollup time', 'a finite time', 'rollup_minutes'),
+    ('quantile', '0 to 1', 'hist_quantile')
 $$;

@@ -40,7 +40,9 @@ as $$ select 10000 $$;
 --                      leader's lease (take_maintenance) nor a step with a cadence
 --                      (maintain() called without a leader, from pg_cron) is that recent
 --   queue_unserved     a queue that is not paused has due jobs and no live worker
---                      (worker_alive) serves it; the count is queue_counts' queued
+--                      (worker_alive) serves it; the due jobs are counted exactly up
+--                      to stats_exact_limit(), past which the row says "more than"
+--                      the limit (fields: queued is the limit, more is true)
 -- How long a session has held its snapshot needs its transaction's start, which
 -- PostgreSQL shows only to the session's own role and to members of
 -- pg_read_all_stats. health runs as the engine (the owner of schema pgrun's
@@ -67,6 +69,9 @@ declare
   v_last      timestamptz;
   v_holder    text;
   v_unserved  text[];
+  v_queue     text;
+  v_due       bigint;
+  v_cap       constant integer := pgrun.stats_exact_limit();
   r           record;
 begin
   if xmin_after is null or xmin_after < interval '0' then
@@ -198,27 +203,44 @@ begin
     return next;
   end if;
 
-  -- queue_unserved: queue_counts' due count, taken only when some queue has no live
-  -- worker (a healthy round reads the small workers table and nothing else).
-  select array_agg(q.name) into v_unserved
+  -- queue_unserved: the due jobs of each queue no live worker serves, counted only
+  -- when there is one (a healthy round reads the small workers table and nothing
+  -- else). Counted here rather than by queue_counts, whose estimate past the limit
+  -- samples the table (some 20 ms; the overview reads queue_stats beside this): each
+  -- priority level's due jobs are a range of the claim index, read up to the limit,
+  -- so neither jobs not yet due nor a backlog past the limit cost anything.
+  select array_agg(q.name order by q.name) into v_unserved
   from pgrun.queues q
   where not q.paused
     and not exists (select 1 from pgrun.workers w where pgrun.worker_alive(w, v_now) and q.name = any (w.queues));
-  if v_unserved is not null then
-    for r in select c.queue, c.queued, c.estimated from pgrun.queue_counts() c
-             where c.queue = any (v_unserved) and c.queued > 0
-             order by c.queue loop
-      check_name := 'queue_unserved';
-      severity := 'warning';
-      -- The words of `runner status`' own line (internal/top Warnings), so that it
-      -- prints the one line once.
-      message := format('%s: %s and no live worker serves this queue', r.queue,
-                        case when r.queued = 1 then '1 queued job' else r.queued || ' queued jobs' end);
-      hint := format('Start a runner for it: runner work --queues %s=8; if one should be running, runner status '
-                     'lists the dead and stopped workers.', r.queue);
-      fields := jsonb_build_object('queue', r.queue, 'queued', r.queued, 'estimated', r.estimated);
-      return next;
-    end loop;
-  end if;
+  foreach v_queue in array coalesce(v_unserved, '{}') loop
+    with recursive levels(p) as (
+      select min(j.priority) from pgrun.jobs j where j.queue = v_queue and j.status = 'queued'
+      union all
+      select (select min(j.priority) from pgrun.jobs j
+              where j.queue = v_queue and j.status = 'queued' and j.priority > l.p)
+      from levels l where l.p is not null
+    )
+    select count(*) into v_due
+    from (select 1 from levels l,
+                 lateral (select 1 from pgrun.jobs j
+                          where j.queue = v_queue and j.status = 'queued' and j.priority = l.p and j.run_at <= v_now
+                          limit v_cap + 1) d
+          where l.p is not null
+          limit v_cap + 1) x;
+    continue when v_due = 0;
+    check_name := 'queue_unserved';
+    severity := 'warning';
+    -- The words of `runner status`' own line (internal/top Warnings), so that it
+    -- prints the one line once (past the limit, status has an estimate instead).
+    message := format('%s: %s and no live worker serves this queue', v_queue,
+                      case when v_due = 1 then '1 queued job'
+                           when v_due > v_cap then format('more than %s queued jobs', v_cap)
+                           else v_due || ' queued jobs' end);
+    hint := format('Start a runner for it: runner work --queues %s=8; if one should be running, runner status '
+                   'lists the dead and stopped workers.', v_queue);
+    fields := jsonb_build_object('queue', v_queue, 'queued', least(v_due, v_cap), 'more', v_due > v_cap);
+    return next;
+  end loop;
 end;
 $$;

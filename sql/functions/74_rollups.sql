@@ -5,7 +5,9 @@
 --
 -- rollup_minutes, a maintain() step, counts each closed minute once, through the
 -- finished index (the failures through their own index), into job_minutes and
--- error_minutes, and each closed quarter hour into job_quarters and error_quarters;
+-- error_minutes, and each closed quarter hour into job_quarters and error_quarters
+-- (with the totals over every queue and kind, job_minute_totals and
+-- job_quarter_totals, for the charts of everything);
 -- the readers add the minutes not rolled up yet, counted live from pgrun.jobs (at
 -- most live_row_cap() rows, newest first), so their answers reach the present. A job
 -- is counted in the minute of its finished_at, once it has ended succeeded, failed or
@@ -16,181 +18,8 @@
 -- than rollup_settle() after its transaction began (finished_at is the transaction's
 -- time, in a minute already rolled up).
 --
--- Histograms (wait_hist, run_hist): element i counts the times in [2^(i-1), 2^i)
--- milliseconds; element 1 also counts those under 1 ms, element 32 those of 2^31 ms
--- (about 25 days) and more. Trailing empty elements are left off. Histograms add up
--- element by element (hist_add), so that the percentiles of any span, queue or kind
--- are exact to a bucket: hist_quantile interpolates within the bucket, so a
--- percentile is off by less than the bucket's width (a factor of 2).
-
--- hist_bucket is the histogram element (1 to 32) of a time of ms milliseconds (NULL
--- for NULL): width_bucket over the bounds 2, 4, ... 2^31.
-create or replace function pgrun.hist_bucket(ms float8)
-returns integer
-language sql
-immutable
-parallel safe
-return width_bucket(ms, '{2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536,
-  131072, 262144, 524288, 1048576, 2097152, 4194304, 8388608, 16777216, 33554432, 67108864, 134217728,
-  268435456, 536870912, 1073741824, 2147483648}'::float8[]) + 1;
-
--- counts_at returns an array of at least len elements whose element idx[k] is the
--- sum of the n[k] (0 where none): a histogram from (element, count) pairs. Trailing
--- zeros past len are left off.
-create or replace function pgrun.counts_at(idx integer[], n bigint[], len integer default 0)
-returns integer[]
-language plpgsql
-immutable
-parallel safe
-set search_path = pgrun, pg_catalog
-as $$
-declare
-  h    integer[];
-  top  integer := len;
-  k    integer;
-begin
-  for k in 1 .. coalesce(cardinality(idx), 0) loop
-    top := greatest(top, idx[k]);
-  end loop;
-  if top < 1 then
-    return '{}';
-  end if;
-  h := array_fill(0, array[top]);
-  for k in 1 .. coalesce(cardinality(idx), 0) loop
-    if idx[k] >= 1 then
-      h[idx[k]] := h[idx[k]] + coalesce(n[k], 0);
-    end if;
-  end loop;
-  return h;
-end;
-$$;
-
--- hist_trim returns the sums of a merged histogram as one: NULLs (a bucket no row
--- reached) as 0 and trailing zeros left off.
-create or replace function pgrun.hist_trim(sums bigint[])
-returns integer[]
-language plpgsql
-immutable
-parallel safe
-set search_path = pgrun, pg_catalog
-as $$
-declare
-  top integer := coalesce(cardinality(sums), 0);
-begin
-  while top > 0 and coalesce(sums[top], 0) = 0 loop
-    top := top - 1;
-  end loop;
-  return array(select coalesce(sums[i], 0)::integer from generate_series(1, top) i);
-end;
-$$;
-
--- hist_sum adds histograms a and b element by element (NULL as empty): the state
--- function of the aggregate hist_add.
-create or replace function pgrun.hist_sum(a integer[], b integer[])
-returns integer[]
-language plpgsql
-immutable
-parallel safe
-set search_path = pgrun, pg_catalog
-as $$
-declare
-  s  integer[] := coalesce(a, '{}');
-  i  integer;
-begin
-  for i in 1 .. coalesce(cardinality(b), 0) loop
-    s[i] := coalesce(s[i], 0) + b[i];
-  end loop;
-  return s;
-end;
-$$;
-
--- hist_add sums histograms element by element, for ad hoc queries of the rollup tables:
---   select pgrun.hist_quantile(pgrun.hist_add(run_hist), 0.95) from pgrun.job_minutes
---   where kind = 'email.send' and minute > now() - interval '1 hour';
--- (rollup_series spells the sums out instead: a state function is a call per row.)
-create or replace aggregate pgrun.hist_add(integer[]) (
-  sfunc = pgrun.hist_sum,
-  stype = integer[],
-  initcond = '{}',
-  parallel = safe
-);
-
--- hist_quantile is the q-quantile (0 to 1) of histogram hist in seconds, interpolated
--- within its bucket; NULL for an empty histogram. A q out of [0, 1] raises 22023.
-create or replace function pgrun.hist_quantile(hist integer[], q float8)
-returns float8
-language plpgsql
-immutable
-parallel safe
-set search_path = pgrun, pg_catalog
-as $$
-declare
-  total   bigint := 0;
-  before  bigint := 0;
-  target  float8;
-  lo      float8;
-  n       integer;
-begin
-  if q is null or not q between 0 and 1 then
-    raise exception 'quantile % is out of bounds', coalesce(q::text, 'NULL')
-      using errcode = '22023', hint = 'Pass a fraction from 0 to 1, such as 0.95 for the 95th percentile.';
-  end if;
-  foreach n in array coalesce(hist, '{}') loop
-    total := total + coalesce(n, 0);
-  end loop;
-  if total = 0 then
-    return null;
-  end if;
-  target := q * total;
-  for i in 1 .. cardinality(hist) loop
-    n := coalesce(hist[i], 0);
-    if n > 0 and before + n >= target then
-      lo := case when i = 1 then 0 else 2 ^ (i - 1) end;
-      return (lo + (2 ^ i - lo) * (target - before) / n) / 1000;
-    end if;
-    before := before + n;
-  end loop;
-  return null;
-end;
-$$;
-
--- hist_summary reads merged histogram sums (rollup_series; NULL elements count as 0)
--- in one pass: n, the times counted, and their p50 and p95 in seconds as
--- hist_quantile has them (NULL when n is 0). The readers' one call per histogram.
-create or replace function pgrun.hist_summary(hist bigint[], out n bigint, out p50 float8, out p95 float8)
-language plpgsql
-immutable
-parallel safe
-set search_path = pgrun, pg_catalog
-as $$
-declare
-  c       bigint;
-  before  bigint := 0;
-  lo      float8;
-begin
-  n := 0;
-  foreach c in array coalesce(hist, '{}') loop
-    n := n + coalesce(c, 0);
-  end loop;
-  if n = 0 then
-    return;
-  end if;
-  for i in 1 .. cardinality(hist) loop
-    c := coalesce(hist[i], 0);
-    if c > 0 and before + c >= 0.5 * n then
-      lo := case when i = 1 then 0 else 2 ^ (i - 1) end;
-      if p50 is null then
-        p50 := (lo + (2 ^ i - lo) * (0.5 * n - before) / c) / 1000;
-      end if;
-      if before + c >= 0.95 * n then
-        p95 := (lo + (2 ^ i - lo) * (0.95 * n - before) / c) / 1000;
-        exit;
-      end if;
-    end if;
-    before := before + c;
-  end loop;
-end;
-$$;
+-- Histograms (wait_hist, run_hist) are log-scale, merged exactly to a bucket: see
+-- 74_histograms.sql.
 
 -- count_minutes counts the jobs that ended (succeeded, failed, cancelled) in
 -- [t0, t1) by minute, queue and kind, as job_minutes holds them: rollup_minutes'
@@ -257,7 +86,10 @@ $$;
 -- are NULL), for queue and kind when given. It reads job_quarters for [t0, qw),
 -- job_minutes for [qw, w) and counts [w, t1) live (count_minutes, at most
 -- live_row_cap() rows): qw and w are quarter and minute boundaries, t0 <= qw <= w or
--- qw = t0, and t0 is on a quarter boundary where quarters are read. The histograms
+-- qw = t0, and t0 is on a quarter boundary where quarters are read. All together
+-- with no queue or kind chosen, it reads their totals instead (job_quarter_totals,
+-- job_minute_totals: a row a quarter or minute, not one per queue and kind). The
+-- histograms
 -- are the 32 sums, NULL where no row reached (hist_trim makes them a histogram,
 -- hist_summary reads them). partial is true for a bucket that ends after now or
 -- holds a live minute the cap cut short. Granted to nobody.
@@ -278,18 +110,36 @@ language sql
 stable
 set search_path = pgrun, pg_catalog
 as $$
+  -- (Which tables is decided once per call: the planner makes each side's test of
+  -- the arguments a one-time filter, and the side not taken reads nothing.)
   with pieces as (
     select q.quarter as t, q.queue, q.kind, q.succeeded, q.failed, q.cancelled, q.wait_hist, q.run_hist, true as complete
     from pgrun.job_quarters q
     where q.quarter >= t0 and q.quarter < least(qw, t1)
       and (rollup_series.only_queue is null or q.queue = rollup_series.only_queue)
       and (rollup_series.only_kind is null or q.kind = rollup_series.only_kind)
+      and not (rollup_series.group_by is not distinct from 'all' and rollup_series.only_queue is null
+               and rollup_series.only_kind is null)
+    union all
+    select q.quarter, null, null, q.succeeded, q.failed, q.cancelled, q.wait_hist, q.run_hist, true
+    from pgrun.job_quarter_totals q
+    where q.quarter >= t0 and q.quarter < least(qw, t1)
+      and rollup_series.group_by is not distinct from 'all' and rollup_series.only_queue is null
+      and rollup_series.only_kind is null
     union all
     select m.minute, m.queue, m.kind, m.succeeded, m.failed, m.cancelled, m.wait_hist, m.run_hist, true
     from pgrun.job_minutes m
     where m.minute >= greatest(t0, qw) and m.minute < least(w, t1)
       and (rollup_series.only_queue is null or m.queue = rollup_series.only_queue)
       and (rollup_series.only_kind is null or m.kind = rollup_series.only_kind)
+      and not (rollup_series.group_by is not distinct from 'all' and rollup_series.only_queue is null
+               and rollup_series.only_kind is null)
+    union all
+    select m.minute, null, null, m.succeeded, m.failed, m.cancelled, m.wait_hist, m.run_hist, true
+    from pgrun.job_minute_totals m
+    where m.minute >= greatest(t0, qw) and m.minute < least(w, t1)
+      and rollup_series.group_by is not distinct from 'all' and rollup_series.only_queue is null
+      and rollup_series.only_kind is null
     union all
     select l.minute, l.queue, l.kind, l.succeeded, l.failed, l.cancelled, l.wait_hist, l.run_hist, l.complete
     from pgrun.count_minutes(greatest(t0, w), t1, pgrun.live_row_cap()) l
@@ -332,8 +182,9 @@ $$;
 -- (pgrun.rollup_watermark): a minute is closed rollup_settle() after it ends, as of
 -- now. Each minute's endings are counted again from pgrun.jobs (count_minutes,
 -- count_errors) and written over its rows, so rolling a minute up twice leaves the
--- same rows; each quarter hour whose last minute it rolls up is summed into
--- job_quarters and error_quarters. Each call counts at most max_rollup_minutes()
+-- same rows; each minute is also summed over every queue and kind into
+-- job_minute_totals, and each quarter hour whose last minute it rolls up into
+-- job_quarters, job_quarter_totals and error_quarters. Each call counts at most max_rollup_minutes()
 -- minutes from the first one with endings (empty minutes before and after are passed
 -- over at no cost): a catch-up goes in steps, the first call (no watermark) from the
 -- oldest ending but at most 7 days back. It then deletes up to 10,000 rows of each
@@ -398,6 +249,14 @@ begin
   set succeeded = excluded.succeeded, failed = excluded.failed, cancelled = excluded.cancelled,
       wait_hist = excluded.wait_hist, run_hist = excluded.run_hist;
 
+  -- The same minutes summed over every queue and kind, written afresh (a few dozen
+  -- rows a minute: hist_add's call per row costs nothing here).
+  delete from pgrun.job_minute_totals t where t.minute >= v_w and t.minute < v_to;
+  insert into pgrun.job_minute_totals (minute, succeeded, failed, cancelled, wait_hist, run_hist)
+  select m.minute, sum(m.succeeded), sum(m.failed), sum(m.cancelled), pgrun.hist_add(m.wait_hist),
+         pgrun.hist_add(m.run_hist)
+  from pgrun.job_minutes m where m.minute >= v_w and m.minute < v_to group by m.minute;
+
   with fresh as materialized (select * from pgrun.count_errors(v_w, v_to)),
   stale as (
     delete from pgrun.error_minutes e
@@ -430,6 +289,12 @@ begin
     on conflict (quarter, queue, kind) do update
     set succeeded = excluded.succeeded, failed = excluded.failed, cancelled = excluded.cancelled,
         wait_hist = excluded.wait_hist, run_hist = excluded.run_hist;
+
+    delete from pgrun.job_quarter_totals q where q.quarter >= v_q0 and q.quarter < v_q1;
+    insert into pgrun.job_quarter_totals (quarter, succeeded, failed, cancelled, wait_hist, run_hist)
+    select date_bin('15 minutes', t.minute, origin), sum(t.succeeded), sum(t.failed), sum(t.cancelled),
+           pgrun.hist_add(t.wait_hist), pgrun.hist_add(t.run_hist)
+    from pgrun.job_minute_totals t where t.minute >= v_q0 and t.minute < v_q1 group by 1;
   end if;
 
   if v_q0 < v_q1 then
@@ -459,6 +324,10 @@ begin
   where m.ctid = any (array(select x.ctid from pgrun.job_minutes x where x.minute < v_cut limit 10000));
   delete from pgrun.job_quarters q
   where q.ctid = any (array(select x.ctid from pgrun.job_quarters x where x.quarter < v_cut limit 10000));
+  delete from pgrun.job_minute_totals m
+  where m.ctid = any (array(select x.ctid from pgrun.job_minute_totals x where x.minute < v_cut limit 10000));
+  delete from pgrun.job_quarter_totals q
+  where q.ctid = any (array(select x.ctid from pgrun.job_quarter_totals x where x.quarter < v_cut limit 10000));
   delete from pgrun.error_minutes e
   where e.ctid = any (array(select x.ctid from pgrun.error_minutes x where x.minute < v_cut limit 10000));
   delete from pgrun.error_quarters q

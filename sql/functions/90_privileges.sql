@@ -37,12 +37,17 @@ as $$
     -- worker
     'claim_jobs', 'renew_leases', 'complete_jobs', 'complete_job', 'fail_job', 'retry_later',
     'requeue_job', 'defer_job', 'set_progress', 'beat', 'emit', 'worker_heartbeat', 'record_hw',
-    'release_unheld', 'queue_peers', 'claim_token',
+    'release_unheld', 'queue_peers', 'claim_token', 'bind_worker_session',
     -- durable execution (35_durable.sql)
     'step_get', 'step_put', 'recorded_steps', 'sleep_job', 'await_event', 'spawn_job', 'await_job', 'emit_event',
     'watch_job', 'wake_waits',
     -- enqueuer
     'start_run', 'submit_input', 'replace_queued', 'jobs_after_insert', 'job_timeline', 'job_parked', 'caller_tenant',
+    -- sequences and debounce (36_sequences.sql, 22_debounce.sql): the insert trigger's
+    -- admission, the fold, what holds a sequence, and the recheck step
+    'sequence_admit', 'fold_debounced', 'sequence_hold_reason', 'sequences', 'recheck_sequences',
+    -- why a job is not claimed (70_stats.sql): it reads the workers
+    'job_blocker',
     -- admin
     'cancel_job', 'retry_job', 'retry_jobs', 'cancel_run', 'retry_run', 'define_workflow',
     -- bulk actions on what a filter matches (52_bulk.sql)
@@ -51,10 +56,16 @@ as $$
     'resume_schedule', 'set_worker_control', 'worker_modes', 'maintain', 'take_maintenance',
     'set_maintenance_step', 'reap_expired_leases', 'fail_overdue', 'flag_dead_workers', 'forget_workers', 'prune_history',
     'drain_outbox', 'fire_schedules', 'dispatch', 'note_server_epoch', 'set_tenant_mode', 'grant_tenant', 'revoke_tenant',
+    -- runner liveness by session (12_workers.sql): the maintenance step reads pg_locks
+    -- and the workers
+    'reap_lost_sessions', 'worker_session_gone',
     -- the queue_stats view's numbers (every tenant's counts, no payload)
     'queue_counts', 'finished_counts',
     -- the database's health (73_health.sql): other sessions' activity, as the engine sees it
-    'health']
+    'health',
+    -- the rollups (74_rollups.sql): written by maintenance, read as counts of every
+    -- tenant's jobs (error_groups, with messages, is the admin's alone)
+    'rollup_minutes', 'job_series', 'error_groups', 'typical_run_times']
 $$;
 
 do $$
@@ -108,18 +119,24 @@ begin
                                    'claim_token',
                                    -- the bounds of every input (docs/sql-api.md)
                                    'input_bounds', 'max_wait', 'max_lease', 'max_cadence',
-                                   'max_retention');
+                                   'max_retention',
+                                   -- the rollups' charts and their helpers (74_rollups.sql),
+                                   -- counts as queue_stats has them; error_group is the
+                                   -- filter's too (job_matches calls it)
+                                   'job_series', 'typical_run_times', 'hist_quantile', 'hist_add',
+                                   'error_group', 'rollup_retention', 'max_series_buckets');
   -- enqueuer: its own fields of a job, and reading. (tenant: enqueue_jobs names it once
   -- per statement; row-level security holds it to the caller's own, and with the mode
   -- off jobs_after_insert refuses it.)
   return next format('grant insert (kind, args, queue, priority, run_at, max_attempts, unique_key, parent_id, '
-                     'model, model_required, timeout, meta, concurrency_key, tenant) on pgrun.jobs to %I', enqueuer);
+                     'model, model_required, timeout, meta, concurrency_key, tenant, sequence_key, debounce_key) '
+                     'on pgrun.jobs to %I', enqueuer);
   return next format('grant select on pgrun.jobs, pgrun.job_events, pgrun.runs, pgrun.run_inputs, pgrun.workflows, '
                      'pgrun.schedules, pgrun.queue_stats, pgrun.active_jobs, pgrun.run_status to %I', enqueuer);
   foreach f in array array['enqueue_job', 'enqueue_jobs', 'enqueue_batch', 'enqueue_specs', 'enqueue_columns',
                            'job_spec', 'spec_at', 'job_spec_fault',
                            'check_job_spec', 'job_exists', 'start_run', 'submit_input', 'replace_queued',
-                           'job_timeline', 'job_parked', 'clock', 'check_kind', 'check_queue_name', 'check_json_size',
+                           'job_timeline', 'job_parked', 'job_blocker', 'clock', 'check_kind', 'check_queue_name', 'check_json_size',
                            'check_key', 'check_positive_interval', 'default_timeout', 'max_json_bytes',
                            'max_key_bytes', 'max_children', 'is_engine', 'job_not_found',
                            -- cancels: refused unless the tenant mode is on, then its own tenant's only
@@ -128,7 +145,11 @@ begin
                            'caller_role', 'tenant_mode', 'sees_all', 'caller_tenant', 'session_tenant',
                            'new_job_tenant', 'may_touch',
                            -- durable execution: an application emits events and waits for jobs
-                           'emit_event', 'watch_job'] loop
+                           'emit_event', 'watch_job',
+                           -- sequences and debounce: the enqueue path's parts, and what is held
+                           'max_flow_key_chars', 'min_debounce', 'sequence_lock_id', 'sequence_admit',
+                           'debounce_lock_id', 'enqueue_debounced', 'fold_debounced',
+                           'sequence_hold_reason', 'sequences'] loop
     return query select format('grant execute on function %s to %I', pgrun.qualified(p.oid), enqueuer)
                  from pg_proc p where p.pronamespace = 'pgrun'::regnamespace and p.proname = f;
   end loop;
@@ -146,7 +167,7 @@ begin
   foreach f in array array['claim_jobs', 'claim_job', 'renew_leases', 'complete_jobs', 'complete_job', 'fail_job',
                            'retry_later', 'requeue_job', 'defer_job', 'set_progress', 'beat', 'emit',
                            'worker_heartbeat', 'record_hw', 'worker_modes', 'error_class_permanent',
-                           'clock', 'release_unheld', 'queue_peers',
+                           'clock', 'release_unheld', 'queue_peers', 'bind_worker_session',
                            -- the worker's own rows in the tenant mode (its row-level security policy)
                            'caller_tenant',
                            -- durable execution (35_durable.sql)
@@ -165,13 +186,18 @@ begin
                            'worker_modes', 'maintain', 'take_maintenance', 'set_maintenance_step',
                            'reap_expired_leases',
                            'fail_overdue', 'flag_dead_workers', 'forget_workers', 'prune_history',
-                           'drain_outbox', 'fire_schedules', 'job_timeline', 'job_parked', 'cron_next', 'clock',
-                           'note_server_epoch',
+                           'drain_outbox', 'fire_schedules', 'job_timeline', 'job_parked', 'job_blocker', 'cron_next', 'clock',
+                           'note_server_epoch', 'reap_lost_sessions', 'worker_session_gone',
                            'set_tenant_mode', 'grant_tenant', 'revoke_tenant', 'administers',
                            'caller_role', 'tenant_mode', 'sees_all', 'caller_tenant', 'may_touch',
                            'emit_event', 'watch_job', 'wake_waits',
                            -- the database's health (73_health.sql) and its thresholds
-                           'health', 'dead_rows_floor', 'unseen_xid_age'] loop
+                           'health', 'dead_rows_floor', 'unseen_xid_age',
+                           -- sequences (36_sequences.sql): what holds them, and the recheck step
+                           'sequence_hold_reason', 'sequences', 'recheck_sequences',
+                           -- the rollups (74_rollups.sql): the maintenance step, and the
+                           -- failures by group with their messages
+                           'rollup_minutes', 'error_groups', 'max_error_groups'] loop
     return query select format('grant execute on function %s to %I', pgrun.qualified(p.oid), admin)
                  from pg_proc p where p.pronamespace = 'pgrun'::regnamespace and p.proname = f;
   end loop;

@@ -40,6 +40,30 @@ create table pgrun.job_quarters (
   primary key (quarter, queue, kind)
 );
 
+-- job_minute_totals and job_quarter_totals are job_minutes and job_quarters summed
+-- over every queue and kind: a row per minute (quarter hour) with endings, written
+-- with them. A chart of everything (job_series grouped by 'all', no queue or kind
+-- chosen: the dashboard's overview) reads one row a minute or quarter instead of one
+-- per queue and kind: 672 rows for 7 days, not some 23,600 beside 35 queue and kind
+-- pairs (docs/benchmarks-log.md, "2026-11-27 — overview at 5M jobs").
+create table pgrun.job_minute_totals (
+  minute     timestamptz primary key,
+  succeeded  integer not null default 0,
+  failed     integer not null default 0,
+  cancelled  integer not null default 0,
+  wait_hist  integer[] not null default '{}',
+  run_hist   integer[] not null default '{}'
+);
+
+create table pgrun.job_quarter_totals (
+  quarter    timestamptz primary key,
+  succeeded  integer not null default 0,
+  failed     integer not null default 0,
+  cancelled  integer not null default 0,
+  wait_hist  integer[] not null default '{}',
+  run_hist   integer[] not null default '{}'
+);
+
 -- error_minutes counts the jobs that ended failed in a minute by queue, kind and
 -- error group (pgrun.error_group of the outcome error's message; '' for a failure
 -- with no message), with one raw message as a sample (at most 300 characters) and the

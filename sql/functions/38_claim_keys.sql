@@ -1,0 +1,457 @@
+-- 38_claim_keys.sql: the pieces of the claim of a queue with flow control per key
+-- (claim_jobs in 30_claim.sql sends it to claim_keyed, 39_claim_keyed.sql, which puts
+-- them together): fairness across keys (fair_by), per-key limits (concurrency_limit,
+-- key_rate_limit) and priority aging (priority_aging). Queues with none of them never
+-- come here. docs/operations.md ("Fairness", "Per-key rate limits", "Priority aging")
+-- documents the rules; these files say how the claim keeps them without reading the
+-- backlog.
+--
+-- Every claim that comes here holds the queue's row lock (claim_jobs takes it), so
+-- the queue's claims run one at a time: the per-key windows, the fairness cursor and
+-- the counts of running jobs per key are exact across runners. The jobs chosen are
+-- then locked FOR UPDATE SKIP LOCKED (a job locked by something else, a cancel, is
+-- left for a later claim) and claimed by claim_locked.
+
+-- effective_priority is a queued job's priority as the claim of a queue with
+-- priority_aging orders it (lower is more urgent): its priority less one level for
+-- every full aging it has been due (run_at before at). NULL aging: the priority. A
+-- plain expression, inlined into the statements that order by it.
+create or replace function pgrun.effective_priority(priority smallint, run_at timestamptz, at timestamptz, aging interval)
+returns bigint
+language sql
+immutable
+parallel safe
+return priority - case when aging is null or run_at >= at then 0
+                       else floor(extract(epoch from at - run_at) / extract(epoch from aging))::bigint end;
+
+-- claim_levels lists the priorities of queue's queued jobs, most urgent first: a skip
+-- scan of the claim index, one probe per level, so it costs the number of levels
+-- (few: priorities are small integers) however long the backlog.
+create or replace function pgrun.claim_levels(queue text)
+returns smallint[]
+language plpgsql
+stable
+set search_path = pgrun, pg_catalog
+set plan_cache_mode = force_generic_plan
+set enable_seqscan = off
+set enable_bitmapscan = off
+set jit = off
+as $$
+begin
+  return array(
+    with recursive levels(p) as (
+      select (select j.priority from pgrun.jobs j where j.queue = claim_levels.queue and j.status = 'queued'
+              order by j.priority limit 1)
+      union all
+      select (select j.priority from pgrun.jobs j
+              where j.queue = claim_levels.queue and j.status = 'queued' and j.priority > l.p
+              order by j.priority limit 1)
+      from levels l where l.p is not null
+    )
+    select l.p from levels l where l.p is not null);
+end;
+$$;
+
+-- key_rooms says, for each concurrency key of keys, how many more of its jobs may start
+-- now in queue q: under its concurrency_limit (running jobs with the key count, in any
+-- queue, as they always have) and its key_rate_limit (claims in the key's current
+-- window, pgrun.key_rate_windows); room is NULL when neither limit is set, never below
+-- 0. Two reads for all the keys at once (the running jobs by key, through
+-- jobs_running_key_idx; the windows by primary key), not two per key.
+create or replace function pgrun.key_rooms(q pgrun.queues, keys text[], at timestamptz)
+returns table (key text, room integer)
+language plpgsql
+stable
+set search_path = pgrun, pg_catalog
+set plan_cache_mode = force_generic_plan
+set enable_seqscan = off
+set enable_bitmapscan = off
+set jit = off
+as $$
+#variable_conflict use_variable
+begin
+  return query
+  select k.k, case when q.concurrency_limit is not null or q.key_rate_limit is not null
+                   then greatest(least(q.concurrency_limit - coalesce(r.n, 0)::integer,
+                                       q.key_rate_limit - coalesce(w.count, 0)), 0) end
+  from (select distinct u.k from unnest(keys) u(k) where u.k is not null) k
+  left join (select j.concurrency_key, count(*) as n from pgrun.jobs j
+             where q.concurrency_limit is not null and j.status = 'running' and j.concurrency_key = any (keys)
+             group by j.concurrency_key) r on r.concurrency_key = k.k
+  left join pgrun.key_rate_windows w
+    on q.key_rate_limit is not null and w.queue = q.name and w.key = k.k
+       and w.window_start + pgrun.rate_period(q.key_rate_period) > at;
+end;
+$$;
+
+-- claim_front returns the first look due jobs of queue a worker may take, in the order
+-- the queue claims them: priority, run_at, id, or with aging (NULL: none) by
+-- effective priority, where levels are the queue's priorities (claim_levels) and each
+-- level gives its look oldest due jobs, so the merge is exact without reading a level
+-- further than that. rk numbers them in that order. kinds, tenant, models, servable,
+-- elsewhere and warm_wait filter as claim_jobs does (may_take_cold); exclude lists
+-- jobs this claim already chose.
+create or replace function pgrun.claim_front(
+  queue     text,
+  at        timestamptz,
+  look      integer,
+  levels    smallint[],
+  aging     interval,
+  kinds     text[],
+  tenant    text,
+  models    text[],
+  servable  text[],
+  elsewhere text[],
+  warm_wait interval,
+  exclude   bigint[]
+)
+returns table (rk bigint, id bigint, concurrency_key text, tenant_key text)
+language plpgsql
+stable
+set search_path = pgrun, pg_catalog
+set plan_cache_mode = force_generic_plan
+set enable_seqscan = off
+set enable_bitmapscan = off
+set jit = off
+as $$
+#variable_conflict use_variable
+begin
+  if levels is null then
+    return query
+    select row_number() over (order by c.priority, c.run_at, c.id), c.id, c.concurrency_key, c.tenant
+    from (select c.id, c.concurrency_key, c.tenant, c.priority, c.run_at from pgrun.jobs c
+          where c.queue = claim_front.queue and c.status = 'queued' and c.run_at <= at
+            and (kinds is null or c.kind = any (kinds))
+            and (claim_front.tenant is null or c.tenant = claim_front.tenant)
+            and (c.model is null or pgrun.may_take_cold(c.model, c.model_required, c.run_at, models, servable,
+                                                        elsewhere, at, warm_wait))
+            and c.id <> all (exclude)
+          order by c.priority, c.run_at, c.id
+          limit look) c;
+  else
+    return query
+    select x.rk, x.id, x.concurrency_key, x.tenant
+    from (select row_number() over (order by pgrun.effective_priority(c.priority, c.run_at, at, aging),
+                                             c.priority, c.run_at, c.id) as rk,
+                 c.id, c.concurrency_key, c.tenant
+          from unnest(levels) lv(p)
+          cross join lateral (
+            select c.id, c.concurrency_key, c.tenant, c.priority, c.run_at from pgrun.jobs c
+            where c.queue = claim_front.queue and c.status = 'queued' and c.priority = lv.p and c.run_at <= at
+              and (kinds is null or c.kind = any (kinds))
+              and (claim_front.tenant is null or c.tenant = claim_front.tenant)
+              and (c.model is null or pgrun.may_take_cold(c.model, c.model_required, c.run_at, models, servable,
+                                                          elsewhere, at, warm_wait))
+              and c.id <> all (exclude)
+            order by c.run_at, c.id
+            limit look) c) x
+    where x.rk <= look;
+  end if;
+end;
+$$;
+
+-- fair_walk returns the next keys of queue's queued jobs after after ('' for the
+-- first key), in order, at most lim, up to and including upto (NULL: to the last key):
+-- by is the key (fair_by: 'concurrency_key' or 'tenant'). A skip scan of the key's
+-- index (jobs_fair_key_idx, jobs_fair_tenant_idx): one probe per key, whatever each
+-- key holds. Keys are never empty (enqueue refuses them), so '' is before them all.
+-- (ORDER BY ... LIMIT 1 rather than min(): on a table the planner thinks small, min()
+-- was planned as an aggregate over the key's whole range.)
+create or replace function pgrun.fair_walk(queue text, by text, after text, upto text, lim integer)
+returns text[]
+language plpgsql
+stable
+set search_path = pgrun, pg_catalog
+set plan_cache_mode = force_generic_plan
+set enable_seqscan = off
+set enable_bitmapscan = off
+set jit = off
+as $$
+begin
+  if by = 'tenant' then
+    return array(
+      with recursive walk(k) as (
+        select (select j.tenant from pgrun.jobs j
+                where j.queue = fair_walk.queue and j.status = 'queued' and j.tenant is not null and j.tenant > after
+                order by j.tenant limit 1)
+        union all
+        select (select j.tenant from pgrun.jobs j
+                where j.queue = fair_walk.queue and j.status = 'queued' and j.tenant is not null and j.tenant > w.k
+                order by j.tenant limit 1)
+        from walk w where w.k is not null and (upto is null or w.k < upto)
+      )
+      select w.k from walk w where w.k is not null and (upto is null or w.k <= upto) limit lim);
+  end if;
+  return array(
+    with recursive walk(k) as (
+      select (select j.concurrency_key from pgrun.jobs j
+              where j.queue = fair_walk.queue and j.status = 'queued' and j.concurrency_key is not null
+                and j.concurrency_key > after
+              order by j.concurrency_key limit 1)
+      union all
+      select (select j.concurrency_key from pgrun.jobs j
+              where j.queue = fair_walk.queue and j.status = 'queued' and j.concurrency_key is not null
+                and j.concurrency_key > w.k
+              order by j.concurrency_key limit 1)
+      from walk w where w.k is not null and (upto is null or w.k < upto)
+    )
+    select w.k from walk w where w.k is not null and (upto is null or w.k <= upto) limit lim);
+end;
+$$;
+
+-- fair_walk_jobs is fair_walk that also finds each key's first due job a worker may
+-- take, in the key's claim order (priority, run_at, id: the order of the key's index),
+-- in the same probe: the next index entry after the last key whose job is due and
+-- passes the filters (claim_key_jobs' own) is the next key's most urgent job. Keys with
+-- no such job are passed over within the probe (it reads their index entries, not
+-- their rows, for the due check), so each row is a key that has something to give.
+-- Without aging only: with it a key's most urgent job is not its first entry. Returns
+-- the keys, their jobs and the jobs' concurrency keys as arrays, in walk order.
+create or replace function pgrun.fair_walk_jobs(
+  queue     text,
+  by        text,
+  after     text,
+  upto      text,
+  lim       integer,
+  at        timestamptz,
+  kinds     text[],
+  tenant    text,
+  models    text[],
+  servable  text[],
+  elsewhere text[],
+  warm_wait interval,
+  out keys  text[],
+  out ids   bigint[],
+  out cks   text[]
+)
+language plpgsql
+stable
+set search_path = pgrun, pg_catalog
+set plan_cache_mode = force_generic_plan
+set enable_seqscan = off
+set enable_bitmapscan = off
+set jit = off
+as $$
+#variable_conflict use_variable
+begin
+  -- Arrays in walk order (step numbers the keys): one row back, not a row per key.
+  if by = 'tenant' then
+    with recursive walk(step, k, id, ck) as (
+      (select 1, c.tenant, c.id, c.concurrency_key from pgrun.jobs c
+       where c.queue = fair_walk_jobs.queue and c.status = 'queued' and c.tenant is not null and c.tenant > after
+         and c.run_at <= at
+         and (kinds is null or c.kind = any (kinds))
+         and (fair_walk_jobs.tenant is null or c.tenant = fair_walk_jobs.tenant)
+         and (c.model is null or pgrun.may_take_cold(c.model, c.model_required, c.run_at, models, servable,
+                                                     elsewhere, at, warm_wait))
+       order by c.tenant, c.priority, c.run_at, c.id limit 1)
+      union all
+      select w.step + 1, x.* from walk w cross join lateral (
+        select c.tenant, c.id, c.concurrency_key from pgrun.jobs c
+        where c.queue = fair_walk_jobs.queue and c.status = 'queued' and c.tenant is not null and c.tenant > w.k
+          and c.run_at <= at
+          and (kinds is null or c.kind = any (kinds))
+          and (fair_walk_jobs.tenant is null or c.tenant = fair_walk_jobs.tenant)
+          and (c.model is null or pgrun.may_take_cold(c.model, c.model_required, c.run_at, models, servable,
+                                                      elsewhere, at, warm_wait))
+        order by c.tenant, c.priority, c.run_at, c.id limit 1) x
+      where (upto is null or w.k < upto) and w.step < lim
+    )
+    select coalesce(array_agg(w.k order by w.step), '{}'), coalesce(array_agg(w.id order by w.step), '{}'),
+           coalesce(array_agg(w.ck order by w.step), '{}')
+    into keys, ids, cks
+    from walk w where upto is null or w.k <= upto;
+    return;
+  end if;
+  with recursive walk(step, k, id, ck) as (
+    (select 1, c.concurrency_key, c.id, c.concurrency_key from pgrun.jobs c
+     where c.queue = fair_walk_jobs.queue and c.status = 'queued' and c.concurrency_key is not null
+       and c.concurrency_key > after and c.run_at <= at
+       and (kinds is null or c.kind = any (kinds))
+       and (fair_walk_jobs.tenant is null or c.tenant = fair_walk_jobs.tenant)
+       and (c.model is null or pgrun.may_take_cold(c.model, c.model_required, c.run_at, models, servable,
+                                                   elsewhere, at, warm_wait))
+     order by c.concurrency_key, c.priority, c.run_at, c.id limit 1)
+    union all
+    select w.step + 1, x.* from walk w cross join lateral (
+      select c.concurrency_key, c.id, c.concurrency_key from pgrun.jobs c
+      where c.queue = fair_walk_jobs.queue and c.status = 'queued' and c.concurrency_key is not null
+        and c.concurrency_key > w.k and c.run_at <= at
+        and (kinds is null or c.kind = any (kinds))
+        and (fair_walk_jobs.tenant is null or c.tenant = fair_walk_jobs.tenant)
+        and (c.model is null or pgrun.may_take_cold(c.model, c.model_required, c.run_at, models, servable,
+                                                    elsewhere, at, warm_wait))
+      order by c.concurrency_key, c.priority, c.run_at, c.id limit 1) x
+    where (upto is null or w.k < upto) and w.step < lim
+  )
+  select coalesce(array_agg(w.k order by w.step), '{}'), coalesce(array_agg(w.id order by w.step), '{}'),
+         coalesce(array_agg(w.ck order by w.step), '{}')
+  into keys, ids, cks
+  from walk w where upto is null or w.k <= upto;
+end;
+$$;
+
+-- claim_key_jobs returns, for each key of keys (by: 'concurrency_key' or 'tenant'), its
+-- first caps[pos] due jobs a worker may take, other than exclude, in the key's claim
+-- order: priority, run_at, id, or with aging by effective priority (levels as for
+-- claim_front, each level read no further than the cap). pos is the key's position in
+-- keys, rn the job's within its key. One index range per key (and level), read from
+-- its start: the key's most urgent jobs come first.
+create or replace function pgrun.claim_key_jobs(
+  queue     text,
+  by        text,
+  keys      text[],
+  caps      integer[],
+  at        timestamptz,
+  levels    smallint[],
+  aging     interval,
+  kinds     text[],
+  tenant    text,
+  models    text[],
+  servable  text[],
+  elsewhere text[],
+  warm_wait interval,
+  exclude   bigint[]
+)
+returns table (pos bigint, rn bigint, id bigint, concurrency_key text, priority smallint, run_at timestamptz)
+language plpgsql
+stable
+set search_path = pgrun, pg_catalog
+set plan_cache_mode = force_generic_plan
+set enable_seqscan = off
+set enable_bitmapscan = off
+set jit = off
+as $$
+#variable_conflict use_variable
+begin
+  -- Four statements, one per key column and order, so that each keeps its index range.
+  if by = 'tenant' and levels is null then
+    return query
+    select w.pos, row_number() over (partition by w.pos order by c.priority, c.run_at, c.id), c.id,
+           c.concurrency_key, c.priority, c.run_at
+    from unnest(keys, caps) with ordinality w(k, cap, pos)
+    cross join lateral (
+      select c.id, c.concurrency_key, c.priority, c.run_at from pgrun.jobs c
+      where c.queue = claim_key_jobs.queue and c.status = 'queued' and c.tenant = w.k and c.run_at <= at
+        and (kinds is null or c.kind = any (kinds))
+        and (claim_key_jobs.tenant is null or c.tenant = claim_key_jobs.tenant)
+        and (c.model is null or pgrun.may_take_cold(c.model, c.model_required, c.run_at, models, servable,
+                                                    elsewhere, at, warm_wait))
+        and c.id <> all (exclude)
+      order by c.priority, c.run_at, c.id
+      limit w.cap) c
+    where w.cap > 0;
+  elsif by = 'tenant' then
+    return query
+    select x.pos, x.rn, x.id, x.concurrency_key, x.priority, x.run_at
+    from (select w.pos, w.cap,
+                 row_number() over (partition by w.pos
+                                    order by pgrun.effective_priority(c.priority, c.run_at, at, aging),
+                                             c.priority, c.run_at, c.id) as rn,
+                 c.id, c.concurrency_key, c.priority, c.run_at
+          from unnest(keys, caps) with ordinality w(k, cap, pos)
+          cross join unnest(levels) lv(p)
+          cross join lateral (
+            select c.id, c.concurrency_key, c.priority, c.run_at from pgrun.jobs c
+            where c.queue = claim_key_jobs.queue and c.status = 'queued' and c.tenant = w.k and c.priority = lv.p
+              and c.run_at <= at
+              and (kinds is null or c.kind = any (kinds))
+              and (claim_key_jobs.tenant is null or c.tenant = claim_key_jobs.tenant)
+              and (c.model is null or pgrun.may_take_cold(c.model, c.model_required, c.run_at, models, servable,
+                                                          elsewhere, at, warm_wait))
+              and c.id <> all (exclude)
+            order by c.run_at, c.id
+            limit w.cap) c
+          where w.cap > 0) x
+    where x.rn <= x.cap;
+  elsif levels is null then
+    return query
+    select w.pos, row_number() over (partition by w.pos order by c.priority, c.run_at, c.id), c.id,
+           c.concurrency_key, c.priority, c.run_at
+    from unnest(keys, caps) with ordinality w(k, cap, pos)
+    cross join lateral (
+      select c.id, c.concurrency_key, c.priority, c.run_at from pgrun.jobs c
+      where c.queue = claim_key_jobs.queue and c.status = 'queued' and c.concurrency_key = w.k and c.run_at <= at
+        and (kinds is null or c.kind = any (kinds))
+        and (claim_key_jobs.tenant is null or c.tenant = claim_key_jobs.tenant)
+        and (c.model is null or pgrun.may_take_cold(c.model, c.model_required, c.run_at, models, servable,
+                                                    elsewhere, at, warm_wait))
+        and c.id <> all (exclude)
+      order by c.priority, c.run_at, c.id
+      limit w.cap) c
+    where w.cap > 0;
+  else
+    return query
+    select x.pos, x.rn, x.id, x.concurrency_key, x.priority, x.run_at
+    from (select w.pos, w.cap,
+                 row_number() over (partition by w.pos
+                                    order by pgrun.effective_priority(c.priority, c.run_at, at, aging),
+                                             c.priority, c.run_at, c.id) as rn,
+                 c.id, c.concurrency_key, c.priority, c.run_at
+          from unnest(keys, caps) with ordinality w(k, cap, pos)
+          cross join unnest(levels) lv(p)
+          cross join lateral (
+            select c.id, c.concurrency_key, c.priority, c.run_at from pgrun.jobs c
+            where c.queue = claim_key_jobs.queue and c.status = 'queued' and c.concurrency_key = w.k
+              and c.priority = lv.p and c.run_at <= at
+              and (kinds is null or c.kind = any (kinds))
+              and (claim_key_jobs.tenant is null or c.tenant = claim_key_jobs.tenant)
+              and (c.model is null or pgrun.may_take_cold(c.model, c.model_required, c.run_at, models, servable,
+                                                          elsewhere, at, warm_wait))
+              and c.id <> all (exclude)
+            order by c.run_at, c.id
+            limit w.cap) c
+          where w.cap > 0) x
+    where x.rn <= x.cap;
+  end if;
+end;
+$$;
+
+-- claim_pick chooses, from candidates given as parallel arrays (ids, their concurrency
+-- keys cks, their ranks and groups), up to lim jobs in claim order (rank, then group),
+-- at most cap per group (NULL: no cap). With check_room, a job whose concurrency key
+-- has no room left (key_rooms, less the jobs of the key this claim chose already,
+-- taken) is passed over, so a key at its limit never holds up the rest. Returns the
+-- chosen in claim order.
+create or replace function pgrun.claim_pick(
+  q           pgrun.queues,
+  at          timestamptz,
+  check_room  boolean,
+  taken       text[],
+  ids         bigint[],
+  cks         text[],
+  ranks       bigint[],
+  groups      numeric[],
+  cap         integer,
+  lim         integer
+)
+returns table (id bigint, ck text, grp numeric)
+language plpgsql
+stable
+set search_path = pgrun, pg_catalog
+as $$
+#variable_conflict use_variable
+begin
+  -- PL/pgSQL, not SQL: a SQL function called from the claim is planned again at every
+  -- call (PostgreSQL keeps its plan for one statement only), half a millisecond each.
+  return query
+  with cand as (
+    select u.id, u.ck, u.rk, u.grp, u.o from unnest(ids, cks, ranks, groups) with ordinality u(id, ck, rk, grp, o)
+  ),
+  rooms as (
+    select r.key as ck, r.room - coalesce(t.n, 0)::integer as room
+    from pgrun.key_rooms(q, (select array_agg(distinct c.ck) from cand c where check_room), at) r
+    left join (select t.k, count(*) as n from unnest(taken) t(k) group by t.k) t on t.k = r.key
+  ),
+  kept as (
+    select c.* from (select c.*, row_number() over (partition by c.ck order by c.rk, c.grp, c.o) as krn from cand c) c
+    left join rooms r on r.ck = c.ck
+    where c.ck is null or r.room is null or c.krn <= r.room
+  )
+  select k.id, k.ck, k.grp
+  from (select k.*, row_number() over (partition by k.grp order by k.rk, k.o) as grn from kept k) k
+  where cap is null or k.grn <= cap
+  order by k.rk, k.grp, k.o
+  limit lim;
+end;
+$$;

@@ -1,0 +1,375 @@
+-- 39_claim_keyed.sql: the claim of a queue with flow control per key, from the pieces
+-- of 38_claim_keys.sql (that file says what the claim keeps and how).
+
+-- claim_keyed chooses up to n jobs of queue q (its row, locked FOR UPDATE by
+-- claim_jobs) for worker at at, under the queue's per-key settings, locks them, counts
+-- them in their keys' rate windows, and returns their ids in claim order; claim_jobs
+-- claims them (claim_locked) in the same transaction. The filters (kinds, tenant,
+-- models, servable, warm_wait) are claim_jobs'. Three ways, by the queue's settings:
+--
+-- Fair (fair_by): round-robin across the keys of the queue's due jobs, one job per key
+-- per round, each key's job its most urgent (priority, run_at, id; with aging,
+-- effective priority). The walk starts after the key served last (fair_cursors) and
+-- finds the next keys with a skip scan that also finds each key's job (fair_walk_jobs:
+-- one probe a key), so it never reads a key's backlog beyond the jobs it takes. A key
+-- with nothing to give (at its concurrency or rate limit, nothing due, only kinds this
+-- worker does not handle) is passed over, not waited for. Jobs without a key share one
+-- turn, between the last key and the first, found by looking through the first
+-- keyless_look due jobs of the queue's order: a job without a key that sits behind more
+-- keyed jobs than that waits until the front moves (docs/operations.md says so). A
+-- claim walks at most walk_budget keys; when more keys than n have something, the first
+-- round fills the claim, and later rounds (only once every key was seen) take more of
+-- each key that has more. The cursor moves to the key served last, or, if a claim
+-- walked its whole budget and served nothing, to the last key it walked.
+--
+-- Per-key limits without fairness: the queue's order, passing over jobs whose key has
+-- no room (key_rooms): a little more than the claim's size of the front is looked at
+-- first, four times more while that comes back short, up to front_look due jobs. When
+-- those are all held by keys at their limit and the claim is still short, it walks the
+-- keys with room (from fair_cursors, up to walk_budget keys, back to the first key after
+-- the last) and takes their most urgent jobs in the queue's order.
+--
+-- Aging alone: the queue's order by effective priority, the oldest due jobs of each
+-- priority level merged (claim_front), never a scan of a level's backlog.
+--
+-- Per-key rate windows are counted for the jobs claimed (key_rate_windows) and ended
+-- windows pruned, 100 per claim, oldest first.
+create or replace function pgrun.claim_keyed(
+  q         pgrun.queues,
+  worker    text,
+  n         integer,
+  lease     interval,
+  at        timestamptz,
+  kinds     text[],
+  tenant    text,
+  models    text[],
+  servable  text[],
+  warm_wait interval
+)
+returns bigint[]
+language plpgsql
+set search_path = pgrun, pg_catalog
+-- Planned once (claim_locked says why): its statements read pgrun.jobs by primary key
+-- only.
+set plan_cache_mode = force_generic_plan
+set enable_seqscan = off
+set jit = off
+as $$
+#variable_conflict use_variable
+declare
+  -- How far a claim looks through the queue's front, and how many keys it walks: the
+  -- same bound as the per-key look-ahead always had, so a claim's cost is bounded
+  -- whatever the backlog (docs/operations.md states both).
+  front_look   constant integer := greatest(10 * n, 1000);
+  walk_budget  constant integer := greatest(10 * n, 1000);
+  -- How far the turn of the jobs without a key looks through the queue's front: it
+  -- runs at every pass of the walk over the last key (every claim, when the keys are
+  -- few), so it is kept short.
+  keyless_look constant integer := 256;
+  v_limited    constant boolean := q.concurrency_limit is not null or q.key_rate_limit is not null;
+  v_by         constant text := q.fair_by;
+  -- A tenant's turn looks this many jobs further for one whose concurrency key has room.
+  v_extra      constant integer := case when v_by = 'tenant' and v_limited then 10 else 0 end;
+  -- One probe a key finds its job (fair_walk_jobs) unless aging orders a key's jobs or
+  -- a tenant's job may wait on its concurrency key.
+  v_one_probe  constant boolean := q.priority_aging is null and not (v_by = 'tenant' and v_limited);
+  -- A step of the walk asks for as many keys as the claim still needs, times v_mult,
+  -- which doubles at each step that did not fill it (keys at their limit give nothing).
+  v_mult       integer := 1;
+  v_levels     smallint[];
+  v_else       text[];
+  v_ids        bigint[] := '{}';  -- chosen, in claim order
+  v_cks        text[] := '{}';    -- their concurrency keys
+  v_fks        text[] := '{}';    -- their fair keys (NULL: the turn of jobs without one)
+  c_ids        bigint[];
+  c_cks        text[];
+  c_rks        bigint[];
+  c_grps       numeric[];
+  c_pri        smallint[];
+  c_run        timestamptz[];
+  p_ids        bigint[];
+  p_cks        text[];
+  p_grps       numeric[];
+  p_fks        text[];
+  v_chunk      text[];
+  v_caps       integer[];
+  v_keys       text[] := '{}';    -- fair: the keys served in the first round, in walk order
+  v_upos       numeric;           -- fair: the place of the keyless turn among them (NULL: none)
+  v_start      text;
+  v_after      text;
+  v_last       text;
+  v_walked     integer := 0;
+  v_seen       integer;
+  v_look       integer;
+  v_want       integer;
+  v_got        integer;
+  v_phase      integer := 1;
+  v_full       boolean := false;
+  v_cursor     text;
+  v_left       integer;
+  v_q          integer;
+  v_round      integer := 0;
+  v_full_grps  numeric[];
+  v_uid        bigint;
+  v_uck        text;
+begin
+  if q.priority_aging is not null then
+    v_levels := pgrun.claim_levels(q.name);
+  end if;
+  v_else := pgrun.models_warm_elsewhere(worker, at);
+  if v_by is not null or v_limited then
+    select c.key into v_start from pgrun.fair_cursors c where c.queue = q.name;
+    v_cursor := v_start;
+  end if;
+
+  if v_by is null and not v_limited then
+    -- Aging alone: the queue's order by effective priority.
+    v_ids := array(select f.id from pgrun.claim_front(q.name, at, n, v_levels, q.priority_aging, kinds, tenant, models,
+                                                      servable, v_else, warm_wait, '{}') f order by f.rk);
+  elsif v_by is null then
+    -- The queue's order, passing over keys without room: a look a little past the
+    -- claim's size (keys with room take it all), four times further while it comes
+    -- back short, up to front_look.
+    v_look := least(n + 16, front_look);
+    loop
+      with f as materialized (
+        select * from pgrun.claim_front(q.name, at, v_look, v_levels, q.priority_aging, kinds, tenant, models, servable,
+                                        v_else, warm_wait, '{}')
+      ),
+      r as (select * from pgrun.key_rooms(q, (select array_agg(distinct f.concurrency_key) from f), at))
+      select coalesce(array_agg(x.id order by x.rk), '{}'), coalesce(array_agg(x.concurrency_key order by x.rk), '{}'),
+             (select count(*) from f)
+      into v_ids, v_cks, v_seen
+      from (select k.id, k.concurrency_key, k.rk
+            from (select f.*, row_number() over (partition by f.concurrency_key order by f.rk) as krn from f) k
+            left join r on r.key = k.concurrency_key
+            where k.concurrency_key is null or r.room is null or k.krn <= r.room
+            order by k.rk limit n) x;
+      exit when cardinality(v_ids) >= n or v_seen < v_look or v_look >= front_look;
+      v_look := least(4 * v_look, front_look);
+    end loop;
+    if cardinality(v_ids) < n and v_seen >= v_look then
+      -- The front is held by keys at their limit: walk the keys with room, and take
+      -- the most urgent of what they have in the queue's order.
+      v_after := coalesce(v_start, '');
+      c_ids := '{}'; c_cks := '{}'; c_rks := '{}'; c_pri := '{}'; c_run := '{}';
+      v_left := n - cardinality(v_ids);
+      loop
+        v_want := least(walk_budget - v_walked, (v_left - cardinality(c_ids)) * v_mult);
+        v_chunk := pgrun.fair_walk(q.name, 'concurrency_key', v_after, null, v_want);
+        if cardinality(v_chunk) > 0 then
+          v_walked := v_walked + cardinality(v_chunk);
+          v_after := v_chunk[cardinality(v_chunk)];
+          v_caps := array(select least(v_left, r.room - coalesce(t.n, 0)::integer)
+                          from unnest(v_chunk) with ordinality u(k, o)
+                          join pgrun.key_rooms(q, v_chunk, at) r on r.key = u.k
+                          left join (select t.k, count(*) as n from unnest(v_cks) t(k) group by t.k) t on t.k = u.k
+                          order by u.o);
+          select c_ids || coalesce(array_agg(k.id), '{}'), c_cks || coalesce(array_agg(k.concurrency_key), '{}'),
+                 c_rks || coalesce(array_agg(pgrun.effective_priority(k.priority, k.run_at, at, q.priority_aging)), '{}'),
+                 c_pri || coalesce(array_agg(k.priority), '{}'), c_run || coalesce(array_agg(k.run_at), '{}')
+          into c_ids, c_cks, c_rks, c_pri, c_run
+          from pgrun.claim_key_jobs(q.name, 'concurrency_key', v_chunk, v_caps, at, v_levels, q.priority_aging,
+                                    kinds, tenant, models, servable, v_else, warm_wait, v_ids) k;
+        end if;
+        if cardinality(v_chunk) < v_want then
+          v_after := null; -- past the last key: the next walk starts at the first
+          exit;
+        end if;
+        exit when cardinality(c_ids) >= v_left or v_walked >= walk_budget;
+        v_mult := least(2 * v_mult, 1024);
+      end loop;
+      v_cursor := v_after;
+      select v_ids || coalesce(array_agg(x.id order by x.e, x.p, x.r, x.id), '{}'),
+             v_cks || coalesce(array_agg(x.ck order by x.e, x.p, x.r, x.id), '{}')
+      into v_ids, v_cks
+      from (select c.* from unnest(c_ids, c_cks, c_rks, c_pri, c_run) c(id, ck, e, p, r)
+            order by c.e, c.p, c.r, c.id limit v_left) x;
+    end if;
+  else
+    -- Fair. The first round: one job per key, walking from the cursor.
+    v_after := coalesce(v_start, '');
+    loop
+      v_want := least(walk_budget - v_walked, (n - cardinality(v_ids)) * v_mult);
+      if v_one_probe then
+        -- Each key with its most urgent job, in one probe a key.
+        select w.keys, w.ids, w.cks into v_chunk, c_ids, c_cks
+        from pgrun.fair_walk_jobs(q.name, v_by, v_after, case when v_phase = 2 then v_start end, v_want, at,
+                                  kinds, tenant, models, servable, v_else, warm_wait) w;
+        if v_limited then
+          -- Keyed by concurrency key (v_one_probe): a key at its limit gives nothing.
+          select coalesce(array_agg(u.id order by u.o), '{}'), coalesce(array_agg(u.ck order by u.o), '{}'),
+                 coalesce(array_agg(u.k order by u.o), '{}')
+          into p_ids, p_cks, p_fks
+          from unnest(v_chunk, c_ids, c_cks) with ordinality u(k, id, ck, o)
+          join pgrun.key_rooms(q, v_chunk, at) r on r.key = u.k
+          where r.room > 0;
+        else
+          p_ids := c_ids; p_cks := c_cks; p_fks := v_chunk;
+        end if;
+      else
+        v_chunk := pgrun.fair_walk(q.name, v_by, v_after, case when v_phase = 2 then v_start end, v_want);
+        if v_by = 'concurrency_key' and v_limited then
+          v_caps := array(select least(1, r.room) from unnest(v_chunk) with ordinality u(k, o)
+                          join pgrun.key_rooms(q, v_chunk, at) r on r.key = u.k order by u.o);
+        else
+          v_caps := array_fill(1 + v_extra, array[cardinality(v_chunk)]);
+        end if;
+        select coalesce(array_agg(k.id), '{}'), coalesce(array_agg(k.concurrency_key), '{}'), coalesce(array_agg(k.rn), '{}'),
+               coalesce(array_agg(k.pos::numeric), '{}')
+        into c_ids, c_cks, c_rks, c_grps
+        from pgrun.claim_key_jobs(q.name, v_by, v_chunk, v_caps, at, v_levels, q.priority_aging,
+                                  kinds, tenant, models, servable, v_else, warm_wait, '{}') k;
+        select coalesce(array_agg(p.id), '{}'), coalesce(array_agg(p.ck), '{}'), coalesce(array_agg(v_chunk[p.grp::integer]), '{}')
+        into p_ids, p_cks, p_fks
+        from pgrun.claim_pick(q, at, v_limited and v_by = 'tenant', v_cks, c_ids, c_cks, c_rks, c_grps, 1, n) p;
+      end if;
+      if cardinality(v_chunk) > 0 then
+        v_walked := v_walked + cardinality(v_chunk);
+        v_after := v_chunk[cardinality(v_chunk)];
+        v_last := v_after;
+        v_ids := v_ids || p_ids;
+        v_cks := v_cks || p_cks;
+        v_fks := v_fks || p_fks;
+        v_keys := v_keys || p_fks;
+      end if;
+      if cardinality(v_chunk) < v_want then
+        if v_phase = 1 then
+          -- Past the last key: the turn of the jobs without one.
+          select p.id, p.ck into v_uid, v_uck
+          from (select coalesce(array_agg(f.id order by f.rk), '{}') as ids, coalesce(array_agg(f.concurrency_key order by f.rk), '{}') as cks,
+                       coalesce(array_agg(f.rk order by f.rk), '{}') as rks
+                from pgrun.claim_front(q.name, at, keyless_look, v_levels, q.priority_aging, kinds, tenant, models, servable,
+                                       v_else, warm_wait, '{}') f
+                where (case when v_by = 'tenant' then f.tenant_key else f.concurrency_key end) is null) c,
+               pgrun.claim_pick(q, at, v_limited, v_cks, c.ids, c.cks, c.rks, array_fill(0::numeric, array[cardinality(c.ids)]),
+                                null, 1) p;
+          if v_uid is not null then
+            v_upos := cardinality(v_keys) + 0.5;
+            v_ids := v_ids || v_uid;
+            v_cks := v_cks || v_uck;
+            v_fks := v_fks || null::text;
+          end if;
+          v_phase := 2;
+          v_after := '';
+          if v_start is null then
+            v_full := true;
+            exit;
+          end if;
+        else
+          v_full := true;
+          exit;
+        end if;
+      end if;
+      exit when cardinality(v_ids) >= n or v_walked >= walk_budget;
+      v_mult := least(2 * v_mult, 1024);
+    end loop;
+    if cardinality(v_ids) > n then
+      v_ids := v_ids[1:n];
+      v_cks := v_cks[1:n];
+      v_fks := v_fks[1:n];
+    end if;
+
+    -- Later rounds, once every key was seen: more of each key that had one, a
+    -- round's share each (the claim's room left over the keys left), in walk order.
+    while v_full and cardinality(v_ids) < n and (cardinality(v_keys) > 0 or v_upos is not null) and v_round < 32 loop
+      v_round := v_round + 1;
+      v_left := n - cardinality(v_ids);
+      v_q := ceil(v_left::numeric / (cardinality(v_keys) + case when v_upos is null then 0 else 1 end));
+      if cardinality(v_keys) > 0 then
+        if v_by = 'concurrency_key' and v_limited then
+          v_caps := array(select least(v_q, r.room - coalesce(t.n, 0)::integer)
+                          from unnest(v_keys) with ordinality u(k, o)
+                          join pgrun.key_rooms(q, v_keys, at) r on r.key = u.k
+                          left join (select t.k, count(*) as n from unnest(v_cks) t(k) group by t.k) t on t.k = u.k
+                          order by u.o);
+        else
+          v_caps := array_fill(v_q + v_extra, array[cardinality(v_keys)]);
+        end if;
+      end if;
+      -- The round's jobs: each key's next, at most its cap (the key's own query caps
+      -- it), and the keyless turn's, numbered from 1 as a key's are; in round order.
+      -- A tenant's jobs may wait on their concurrency keys: then claim_pick passes over
+      -- those and caps each tenant at its share.
+      select coalesce(array_agg(c.id order by c.rk, c.grp), '{}'), coalesce(array_agg(c.ck order by c.rk, c.grp), '{}'),
+             coalesce(array_agg(c.rk order by c.rk, c.grp), '{}'), coalesce(array_agg(c.grp order by c.rk, c.grp), '{}')
+      into c_ids, c_cks, c_rks, c_grps
+      from (select k.rn as rk, k.pos::numeric as grp, k.id, k.concurrency_key as ck
+            from pgrun.claim_key_jobs(q.name, v_by, v_keys, v_caps, at, v_levels, q.priority_aging,
+                                      kinds, tenant, models, servable, v_else, warm_wait, v_ids) k
+            where cardinality(v_keys) > 0
+            union all
+            select f.rn, v_upos, f.id, f.concurrency_key
+            from (select f.*, row_number() over (order by f.rk) as rn
+                  from pgrun.claim_front(q.name, at, keyless_look, v_levels, q.priority_aging, kinds, tenant, models,
+                                         servable, v_else, warm_wait, v_ids) f
+                  where v_upos is not null
+                    and (case when v_by = 'tenant' then f.tenant_key else f.concurrency_key end) is null
+                  order by f.rk limit v_q + v_extra) f) c;
+      if v_limited and v_by = 'tenant' then
+        select coalesce(array_agg(p.id), '{}'), coalesce(array_agg(p.ck), '{}'), coalesce(array_agg(p.grp), '{}')
+        into p_ids, p_cks, p_grps
+        from pgrun.claim_pick(q, at, true, v_cks, c_ids, c_cks, c_rks, c_grps, v_q, v_left) p;
+      else
+        p_ids := c_ids[1:v_left]; p_cks := c_cks[1:v_left]; p_grps := c_grps[1:v_left];
+      end if;
+      exit when cardinality(p_ids) = 0;
+      v_ids := v_ids || p_ids;
+      v_cks := v_cks || p_cks;
+      v_fks := v_fks || array(select case when g = v_upos then null else v_keys[g::integer] end
+                              from unnest(p_grps) with ordinality u(g, o) order by o);
+      -- The keys (and keyless turn) that gave a full share may have more.
+      v_full_grps := array(select g from unnest(p_grps) g group by g having count(*) >= v_q);
+      if v_upos is not null and not (v_upos = any (v_full_grps)) then
+        v_upos := null;
+      end if;
+      v_keys := array(select v_keys[g::integer] from unnest(v_full_grps) g where g <> coalesce(v_upos, -1) order by g);
+      if v_upos is not null then
+        v_upos := (select count(*) from unnest(v_full_grps) g where g < v_upos) + 0.5;
+      end if;
+    end loop;
+
+    -- The cursor: the key served last; when nothing was served and the walk ran out
+    -- of budget, the last key walked, so the next claim walks on from there.
+    if cardinality(v_ids) > 0 then
+      v_cursor := v_fks[cardinality(v_fks)];
+    elsif v_walked >= walk_budget then
+      v_cursor := v_last;
+    end if;
+  end if;
+
+  if v_cursor is distinct from v_start then
+    insert into pgrun.fair_cursors as c (queue, key) values (q.name, v_cursor)
+    on conflict (queue) do update set key = excluded.key;
+  end if;
+  if cardinality(v_ids) = 0 then
+    return v_ids;
+  end if;
+  -- Lock what was chosen (a job locked by something else is left for later): these
+  -- are the claim's. No status filter under the lock: with one, the planner reads the
+  -- ids through the claim index (claim_locked says why). The locked row is the newest
+  -- version, whose status is checked after; OFFSET 0 keeps that check from being
+  -- pushed under the lock.
+  select coalesce(array_agg(c.id order by u.o), '{}'), coalesce(array_agg(c.concurrency_key order by u.o), '{}')
+  into v_ids, v_cks
+  from unnest(v_ids) with ordinality u(id, o)
+  join (select c.id, c.concurrency_key, c.status from pgrun.jobs c
+        where c.id = any (v_ids) offset 0 for update skip locked) c on c.id = u.id
+  where c.status = 'queued';
+  if q.key_rate_limit is not null then
+    -- Windows that ended, oldest first (a bounded number a claim).
+    delete from pgrun.key_rate_windows w
+    where (w.queue, w.key) in (select x.queue, x.key from pgrun.key_rate_windows x
+                               where x.queue = q.name and x.window_start <= at - pgrun.rate_period(q.key_rate_period)
+                               order by x.window_start limit 100);
+    insert into pgrun.key_rate_windows as w (queue, key, window_start, count)
+    select q.name, c.ck, at, count(*) from unnest(v_cks) c(ck) where c.ck is not null group by c.ck
+    on conflict (queue, key) do update
+    set window_start = case when w.window_start + pgrun.rate_period(q.key_rate_period) > at then w.window_start
+                            else excluded.window_start end,
+        count = case when w.window_start + pgrun.rate_period(q.key_rate_period) > at then w.count + excluded.count
+                     else excluded.count end;
+  end if;
+  return v_ids;
+end;
+$$;

@@ -1,0 +1,9 @@
+drop index pgrun.jobs_fair_tenant_idx;
+drop index pgrun.jobs_fair_key_idx;
+drop table pgrun.key_rate_windows;
+drop table pgrun.fair_cursors;
+alter table pgrun.queues
+  drop column priority_aging,
+  drop column key_rate_period,
+  drop column key_rate_limit,
+  drop column fair_by;

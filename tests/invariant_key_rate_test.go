@@ -1,0 +1,183 @@
+package tests
+
+import (
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgrun/pgrun/internal/testkit"
+)
+
+// Per-key limits (sql/functions/38_claim_keys.sql): key_rate_limit claims per
+// concurrency_key per key_rate_period and concurrency_limit running jobs per key, exact
+// across claimers (the claim holds the queue's row lock); a key at its limit never
+// holds up the keys behind it.
+
+// key_rate_limit caps the claims of each key per window: the window opens with the
+// key's first claim and ends a period later, whatever the other keys do; a key's
+// blocked job says so (job_blocker) until the window ends.
+func TestKeyRateLimitCapsClaimsPerKeyAndWindow(t *testing.T) {
+	b := testkit.Setup(t)
+	now := testkit.At("2030-01-01T10:00:00Z")
+	c := testkit.PinClock(t, b, now)
+	c.Exec(`select pgrun.set_queue('api', key_rate_limit => 3, key_rate_period => '1 minute')`)
+	c.Exec(`select pgrun.worker_heartbeat('w', 'h', 1, array['api'])`) // a live worker serves the queue
+	c.Exec(`select pgrun.enqueue_jobs(jsonb_agg(jsonb_build_object('kind', 'noop', 'queue', 'api',
+		'concurrency_key', case when i <= 10 then 'x' else 'y' end, 'run_at', '2030-01-01T09:00:00Z')))
+		from generate_series(1, 20) i`)
+	require.Equal(t, 6, claimCount(t, c.Conn, "api", "w", 100), "three of each key")
+	require.Zero(t, claimCount(t, c.Conn, "api", "w", 100), "both windows are full")
+	var why string
+	c.QueryRow(`select pgrun.job_blocker(min(id)) from pgrun.jobs where status = 'queued' and concurrency_key = 'x'`, nil, &why)
+	require.Equal(t, "the rate window of key x is full (3/3) until 2030-01-01 10:01:00+00", why)
+
+	c.Set(now.Add(59 * time.Second))
+	require.Zero(t, claimCount(t, c.Conn, "api", "w", 100))
+	c.Set(now.Add(61 * time.Second))
+	require.Equal(t, 6, claimCount(t, c.Conn, "api", "w", 100), "new windows")
+	var windows int
+	c.QueryRow(`select count(*) from pgrun.key_rate_windows where queue = 'api' and count = 3`, nil, &windows)
+	require.Equal(t, 2, windows)
+}
+
+// A key at its limit at the front of the queue does not starve the keys behind it:
+// 2,000 due jobs of key x come first in the queue's order (further than the claim's
+// look-ahead), x reaches its limit, and key y's jobs behind them are claimed as y's
+// own limit allows. So with concurrency_limit, with key_rate_limit, and with fairness.
+func TestAKeyAtItsLimitDoesNotHoldUpTheKeysBehindIt(t *testing.T) {
+	for _, tc := range []struct {
+		setting string
+		first   []string       // a claim of 2
+		then    map[string]int // then a claim of 100
+	}{
+		{"concurrency_limit => 2", []string{"x", "x"}, map[string]int{"y": 2}},
+		{"key_rate_limit => 2, key_rate_period => '1 hour'", []string{"x", "x"}, map[string]int{"y": 2}},
+		{"concurrency_limit => 2, fair_by => 'concurrency_key'", []string{"x", "y"}, map[string]int{"x": 1, "y": 1}},
+	} {
+		t.Run(tc.setting, func(t *testing.T) {
+			b := testkit.Setup(t)
+			testkit.ExecAll(t, b, `select pgrun.set_queue('keys', `+tc.setting+`)`)
+			enqueueKeyed(t, b, "keys", "x", 2000, time.Hour)
+			enqueueKeyed(t, b, "keys", "y", 5, 0)
+			claimKeys := func(n int) []string {
+				rows, err := b.Pool.Query(b.Ctx, `select concurrency_key from pgrun.claim_jobs('keys', 'w', $1)`, n)
+				require.NoError(t, err)
+				var keys []string
+				for rows.Next() {
+					var k string
+					require.NoError(t, rows.Scan(&k))
+					keys = append(keys, k)
+				}
+				require.NoError(t, rows.Err())
+				return keys
+			}
+			require.ElementsMatch(t, tc.first, claimKeys(2))
+			counts := map[string]int{}
+			for _, k := range claimKeys(100) {
+				counts[k]++
+			}
+			require.Equal(t, tc.then, counts, "x is at its limit; y, behind it, is claimed")
+			require.Empty(t, claimKeys(100), "every key at its limit")
+		})
+	}
+}
+
+// Windows of keys that went quiet are deleted by later claims of the queue, oldest
+// first and at most 100 a claim, and all of them when the limit is reset.
+func TestKeyRateWindowsArePruned(t *testing.T) {
+	b := testkit.Setup(t)
+	now := testkit.At("2030-01-01T10:00:00Z")
+	c := testkit.PinClock(t, b, now)
+	c.Exec(`select pgrun.set_queue('api', key_rate_limit => 1, key_rate_period => '1 minute')`)
+	c.Exec(`select pgrun.enqueue_jobs(jsonb_agg(jsonb_build_object('kind', 'noop', 'queue', 'api',
+		'concurrency_key', 'k' || i, 'run_at', '2030-01-01T09:00:00Z'))) from generate_series(1, 150) i`)
+	require.Equal(t, 150, claimCount(t, c.Conn, "api", "w", 1000))
+	windows := func() int {
+		var n int
+		c.QueryRow(`select count(*) from pgrun.key_rate_windows where queue = 'api'`, nil, &n)
+		return n
+	}
+	require.Equal(t, 150, windows())
+	c.Set(now.Add(2 * time.Minute))
+	c.Exec(`select pgrun.enqueue_job('noop', queue => 'api', concurrency_key => 'z')`)
+	require.Equal(t, 1, claimCount(t, c.Conn, "api", "w", 10))
+	require.Equal(t, 51, windows(), "100 ended windows pruned, z's opened")
+	c.Exec(`select pgrun.set_queue('api', reset => array['key_rate_limit'])`)
+	require.Zero(t, windows())
+}
+
+// Under concurrency: three `runner work` processes burn a queue with a per-key rate
+// (4 claims per key per second) and a per-key concurrency limit (2), one of them
+// killed with SIGKILL in the middle (its jobs come back when their leases run out).
+// Every claim is logged by the database (recordClaims) with the engine's clock; after
+// the burn-down, per key: no window (replayed by the engine's rule, in claim order)
+// holds more than 4 claims, and no claim found 2 jobs of its key running already.
+func TestKeyRateAndConcurrencyHoldAcrossRunnersAndAKill(t *testing.T) {
+	b := testkit.Setup(t)
+	recordClaims(t, b)
+	const keys, perKey, rate, conc = 8, 16, 4, 2
+	testkit.ExecAll(t, b, `select pgrun.set_queue('api', key_rate_limit => 4, key_rate_period => '1 second',
+		concurrency_limit => 2)`,
+		`select pgrun.enqueue_jobs(jsonb_agg(jsonb_build_object('kind', 'sleep', 'queue', 'api', 'args', '{"ms": 40}'::jsonb,
+		   'concurrency_key', 'key' || (i % 8)))) from generate_series(1, 128) i`)
+	var procs []*testkit.Proc
+	for i := range 3 {
+		procs = append(procs, startWorker(t, b, "--queues", "api=6", "--lease", "2s", "--worker-id", fmt.Sprintf("kr-%d", i)))
+	}
+	testkit.Eventually(t, time.Minute, "the first runner holds jobs, 20 claims in", func() bool {
+		var held int
+		require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.jobs where status = 'running' and claimed_by = 'kr-0'`).Scan(&held))
+		return held > 0 && len(claimLog(t, b, "api")) >= 20
+	})
+	require.NoError(t, procs[0].Cmd.Process.Signal(syscall.SIGKILL))
+	procs[0].Wait(t, 10*time.Second)
+	testkit.Eventually(t, 2*time.Minute, "every job succeeded", func() bool {
+		var n int
+		require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.jobs where queue = 'api' and status = 'succeeded'`).Scan(&n))
+		return n == keys*perKey
+	})
+
+	// The rate, replayed per key: a window opens at a claim at or after the end of the
+	// last one and holds the claims before its end.
+	type window struct {
+		start time.Time
+		n     int
+	}
+	windows := map[string]*window{}
+	claims := claimLog(t, b, "api")
+	require.GreaterOrEqual(t, len(claims), keys*perKey)
+	for _, c := range claims {
+		w := windows[*c.Key]
+		if w == nil || !c.At.Before(w.start.Add(time.Second)) {
+			w = &window{start: c.At}
+			windows[*c.Key] = w
+		}
+		w.n++
+		require.LessOrEqual(t, w.n, rate, "key %s: more than %d claims in the window from %s", *c.Key, rate, w.start)
+	}
+
+	// The concurrency, replayed per key in the order claims and ends were logged: an
+	// end logged before a claim may have committed after it (the replay then counts
+	// fewer running than the claim did), never the other way round.
+	rows, err := b.Pool.Query(b.Ctx, `select key, ended from public.claim_log where queue = 'api' order by seq`)
+	require.NoError(t, err)
+	running := map[string]int{}
+	requeued := 0
+	for rows.Next() {
+		var key string
+		var ended bool
+		require.NoError(t, rows.Scan(&key, &ended))
+		if ended {
+			running[key]--
+			continue
+		}
+		running[key]++
+		require.LessOrEqual(t, running[key], conc, "key %s: more than %d running", key, conc)
+	}
+	require.NoError(t, rows.Err())
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.jobs where queue = 'api' and lease_expiries > 0`).Scan(&requeued))
+	require.Positive(t, requeued, "the killed runner's jobs came back through their leases")
+}
