@@ -13,11 +13,12 @@ package sqlapi
 // than asked: the list is done).
 
 // DashboardRunningOldest lists running jobs, the one that started first first, at
-// most $1 (by jobs_running_started_idx, migration 0023): the overview's
-// longest-running jobs.
+// most $1 (by jobs_running_started_idx, migration 0023, whose predicate "started_at >
+// '-infinity'" each statement that reads it repeats): the overview's longest-running
+// jobs.
 const DashboardRunningOldest = `select ` + dashboardJobColumns + `
 from pgrun.jobs j
-where j.status = 'running'
+where j.status = 'running' and j.started_at > '-infinity'
 order by j.started_at, j.id
 limit $1`
 
@@ -31,7 +32,8 @@ from (select r.*, count(*) over () as seen, row_number() over (order by r.starte
              pgrun.job_matches($1::jsonb, r.id, r.queue, r.kind, r.status, r.args, r.error, r.created_at,
                                r.finished_at, r.parent_id, r.run_id) as matched
       from (select * from pgrun.jobs x
-            where x.status = 'running' and (x.started_at, x.id) > ($2::timestamptz, $3::bigint)
+            where x.status = 'running' and x.started_at > '-infinity'
+              and (x.started_at, x.id) > ($2::timestamptz, $3::bigint)
             order by x.started_at, x.id
             limit $4) r) j
 where j.matched or j.rn = j.seen

@@ -10,8 +10,17 @@
 -- status being in the claim index's predicate) and per lease renewal (which moves
 -- the running index's key, so it is not HOT either). Queued jobs need nothing new:
 -- their list goes in claim order by jobs_claim_idx, queue by queue.
+--
+-- Its predicate says "started_at > '-infinity'", which every running job meets (the
+-- claim sets started_at) but which no statement of the engine implies, so that only a
+-- statement that says so too can use it: the engine's own reads of running jobs (the
+-- lease reaper, the timeout rule, the limits' counts) never meet it. With the plain
+-- "status = 'running'", or "started_at is not null" (which any strict comparison of
+-- started_at implies), statistics from before a burst of claims made the planner take
+-- it for the maintenance round's reads and walk every running row
+-- (tests/plan_check_maintain_test.go).
 create index jobs_running_started_idx on pgrun.jobs (started_at, id)
-  where status = 'running';
+  where status = 'running' and started_at > '-infinity';
 
 -- A job's children in id order: jobs_parent_idx gains id as its second column, so
 -- that "children of job X below id Y, newest first, 50 of them" (the job page's
