@@ -32,21 +32,8 @@ func TestFailoverPromotionAfterAGap(t *testing.T) {
 	const lease, gap = 5 * time.Second, 8 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cl := newCluster(t)
-	primary, standby := cl.node("primary"), cl.node("standby")
-	primary.initdb()
-	primary.start()
-	primary.psql("create database pgrun")
-	standby.basebackupFrom(primary)
-	standby.start()
 	// Every commit waits for the standby: a claim the runner got is on the standby.
-	primary.psql("alter system set synchronous_standby_names = '*'")
-	primary.psql("select pg_reload_conf()")
-
-	url := fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/pgrun?sslmode=disable&target_session_attrs=read-write&connect_timeout=2",
-		primary.port, standby.port)
-	admin := failoverPool(t, ctx, url, nil)
-	require.NoError(t, pgrun.Migrate(ctx, admin))
+	primary, standby, url, admin := replicatedPair(t, ctx)
 	specs := make([]pgrun.JobSpec, 4000)
 	for i := range specs {
 		specs[i] = pgrun.JobSpec{Kind: "work", Args: workArgs{MS: 20}}

@@ -54,22 +54,8 @@ func TestFailover(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cl := newCluster(t)
-	primary, standby := cl.node("primary"), cl.node("standby")
-	primary.initdb()
-	primary.start()
-	primary.psql("create database pgrun")
-	standby.basebackupFrom(primary)
-	standby.start()
-	// Enqueues wait for the standby (after the base backup, so that the standby's
-	// copy of the configuration stays asynchronous once promoted).
-	primary.psql("alter system set synchronous_standby_names = '*'")
-	primary.psql("select pg_reload_conf()")
-
-	url := fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/pgrun?sslmode=disable&target_session_attrs=read-write&connect_timeout=2",
-		primary.port, standby.port)
-	admin := failoverPool(t, ctx, url, nil)
-	require.NoError(t, pgrun.Migrate(ctx, admin))
+	// Enqueues wait for the standby (runners' sessions opt out below).
+	primary, standby, url, admin := replicatedPair(t, ctx)
 
 	rec := newRunRecorder()
 	var logs testkit.Buffer
@@ -164,6 +150,27 @@ func TestFailover(t *testing.T) {
 
 // cluster is a primary and a standby of the test's own, in a temporary directory the
 // postgres user can write, on ports of 127.0.0.1 only.
+// replicatedPair starts a primary with database pgrun and a streaming standby of it,
+// made synchronous after the base backup (so that the standby's copy of the
+// configuration stays asynchronous once promoted), and returns them, the
+// multi-host read-write URL of the two, and a pool on it with schema pgrun migrated.
+func replicatedPair(t *testing.T, ctx context.Context) (primary, standby *pgNode, url string, admin *pgxpool.Pool) {
+	cl := newCluster(t)
+	primary, standby = cl.node("primary"), cl.node("standby")
+	primary.initdb()
+	primary.start()
+	primary.psql("create database pgrun")
+	standby.basebackupFrom(primary)
+	standby.start()
+	primary.psql("alter system set synchronous_standby_names = '*'")
+	primary.psql("select pg_reload_conf()")
+	url = fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/pgrun?sslmode=disable&target_session_attrs=read-write&connect_timeout=2",
+		primary.port, standby.port)
+	admin = failoverPool(t, ctx, url, nil)
+	require.NoError(t, pgrun.Migrate(ctx, admin))
+	return primary, standby, url, admin
+}
+
 type cluster struct {
 	t   *testing.T
 	dir string

@@ -17,6 +17,10 @@ drop function if exists pgrun.renew_leases(text, bigint[], interval); -- retired
 -- (an internal helper of claim_jobs, never granted: it now takes the job's fields)
 drop function if exists pgrun.may_take_cold(pgrun.jobs, text, text[], text[], timestamptz, interval); -- retired in version 4
 
+-- from 62_maintain.sql (an internal helper of maintain, never granted: it takes a
+-- step's own counts now)
+drop function if exists pgrun.step_ms(text, timestamptz); -- retired in version 8
+
 -- from 34_dispatch.sql
 drop function if exists pgrun.dispatch_finished(bigint[]); -- retired in version 0
 -- The row trigger jobs_before_finish (retired in version 0), then its function. It is

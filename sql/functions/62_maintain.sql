@@ -209,15 +209,16 @@ end;
 $$;
 
 -- step_ms is one entry of maintain()'s "steps": {"<step>": {"ms": wall-clock
--- milliseconds since began, to the microsecond}}.
-create or replace function pgrun.step_ms(step text, began timestamptz)
+-- milliseconds since began, to the microsecond, and the step's own counts}}: a step
+-- that reports what it did (rows, promoted, workers) passes them as counts.
+create or replace function pgrun.step_ms(step text, began timestamptz, counts jsonb default '{}')
 returns jsonb
 language sql
 volatile
 set search_path = pgrun, pg_catalog
 as $$
   select jsonb_build_object(step, jsonb_build_object('ms',
-           round(extract(epoch from clock_timestamp() - began) * 1000, 3)))
+           round(extract(epoch from clock_timestamp() - began) * 1000, 3)) || coalesce(counts, '{}'))
 $$;
 
 -- maintain does one round of periodic work and returns what it did as JSON. Steps,
@@ -352,9 +353,8 @@ begin
     exception when others then
       v_errors := v_errors || jsonb_build_object('reap_lost_sessions', sqlerrm);
     end;
-    v_steps := v_steps || jsonb_build_object('reap_lost_sessions',
-                 (pgrun.step_ms('reap_lost_sessions', v_began) -> 'reap_lost_sessions')
-                 || jsonb_build_object('workers', coalesce((v_sessions ->> 'workers')::integer, 0),
+    v_steps := v_steps || pgrun.step_ms('reap_lost_sessions', v_began,
+                 jsonb_build_object('workers', coalesce((v_sessions ->> 'workers')::integer, 0),
                                        'rows', coalesce((v_sessions ->> 'requeued')::integer, 0)
                                                + coalesce((v_sessions ->> 'failed')::integer, 0),
                                        'failed', coalesce((v_sessions ->> 'failed')::integer, 0)));
@@ -443,8 +443,7 @@ begin
     exception when others then
       v_errors := v_errors || jsonb_build_object('recheck_sequences', sqlerrm);
     end;
-    v_steps := v_steps || jsonb_build_object('recheck_sequences',
-                 (pgrun.step_ms('recheck_sequences', v_began) -> 'recheck_sequences') || jsonb_build_object('promoted', v_promoted));
+    v_steps := v_steps || pgrun.step_ms('recheck_sequences', v_began, jsonb_build_object('promoted', v_promoted));
   end if;
   if not 'rollup_minutes' = any (v_not_due) then
     v_began := clock_timestamp();
@@ -453,8 +452,7 @@ begin
     exception when others then
       v_errors := v_errors || jsonb_build_object('rollup_minutes', sqlerrm);
     end;
-    v_steps := v_steps || jsonb_build_object('rollup_minutes',
-                 (pgrun.step_ms('rollup_minutes', v_began) -> 'rollup_minutes') || jsonb_build_object('rows', v_rolled));
+    v_steps := v_steps || pgrun.step_ms('rollup_minutes', v_began, jsonb_build_object('rows', v_rolled));
   end if;
   if not 'prune_history' = any (v_not_due) then
     v_began := clock_timestamp();
