@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pgrun/pgrun"
@@ -64,6 +65,9 @@ type completer struct {
 	sends  sync.WaitGroup
 	done   chan struct{}
 	closed chan struct{}
+	// draining is set when run drains the buffer for a shutdown: from then on a
+	// batch whose try runs out is given up to its leases rather than kept (keep).
+	draining atomic.Bool
 }
 
 func newCompleter(r *Runner) *completer {
@@ -278,8 +282,10 @@ func (c *completer) dispatch() {
 	}
 }
 
-// drain waits for the calls in flight, then records everything still buffered.
+// drain waits for the calls in flight, then records everything still buffered, one
+// try each.
 func (c *completer) drain() {
+	c.draining.Store(true)
 	c.sends.Wait()
 	for batch := c.take(false); batch != nil; batch = c.take(false) {
 		c.complete(batch)
@@ -287,8 +293,11 @@ func (c *completer) drain() {
 	}
 }
 
+// complete records batch, one try of up to reportTry. A try that runs out while the
+// database is away puts the batch back in the buffer, to go out in a later call (see
+// keepReporting), unless the runner is shutting down.
 func (c *completer) complete(batch []completion) {
-	ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
+	ctx, cancel := context.WithTimeout(c.r.reports, c.r.reportTry)
 	defer cancel()
 	start := time.Now()
 	done, err := c.send(ctx, batch)
@@ -316,11 +325,28 @@ func (c *completer) complete(batch []completion) {
 				c.ended([]completion{x}, nil, time.Since(began), err)
 			}
 		}
+	case !c.draining.Load() && c.r.keep(c.r.reports, err):
+		c.r.log.Warn("could not record completions yet; keeping them until the database is back",
+			"jobs", len(batch), "err", err)
+		c.putBack(batch)
 	default:
 		c.r.log.Error("could not record completions; their leases will bring the jobs back",
 			"jobs", len(batch), "err", err)
 		c.ended(batch, nil, time.Since(start), err)
 	}
+}
+
+// putBack returns batch, which take handed out and a call could not record, to the
+// buffer, where the next call takes it again.
+func (c *completer) putBack(batch []completion) {
+	c.mu.Lock()
+	for _, x := range batch {
+		if x.soon {
+			c.soon++
+		}
+	}
+	c.buf = append(c.buf, batch...)
+	c.mu.Unlock()
 }
 
 // ended tells the outcome hooks how batch ended: done lists the ids complete_jobs

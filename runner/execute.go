@@ -93,8 +93,10 @@ type execution struct {
 	batch atomic.Pointer[batchCall]
 }
 
-// reportTimeout bounds how long reporting an outcome may keep retrying through
-// transient database errors; past it the lease brings the job back instead.
+// reportTimeout bounds one try at reporting an outcome through transient database
+// errors. A finished attempt's outcome is not given up when a try runs out (see
+// keepReporting); a shutdown's requeue of an unfinished job is, and its lease brings
+// the job back instead.
 const reportTimeout = time.Minute
 
 // noHandlerDelay is how long a job of a kind this runner cannot run (its handler
@@ -221,8 +223,9 @@ func (e *execution) report(result any, err error) {
 		e.succeed(result) // the common case, kept free of allocations it does not need
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
-	defer cancel()
+	// The attempt ran to its end: its outcome is reported until it lands or the runner
+	// has shut down (keepReporting), whatever the length of an outage meanwhile.
+	ctx := e.r.reports
 	log := e.r.log.With("job", e.job.ID, "kind", e.job.Kind, "attempt", e.job.Attempt)
 	switch {
 	case errors.Is(cause, ErrJobCancelled) || errors.Is(cause, ErrLeaseLost) || errors.Is(cause, ErrTimeout):
@@ -232,6 +235,9 @@ func (e *execution) report(result any, err error) {
 		e.r.ended(e.job, stoppedBy(cause), time.Since(e.began), 0, nil)
 		return
 	case errors.Is(cause, ErrShutdown):
+		// Not finished: one bounded try, then the lease brings the job back.
+		ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
+		defer cancel()
 		e.requeue(ctx, "runner shut down before the job finished")
 		return
 	case err == nil:
@@ -274,9 +280,7 @@ func (e *execution) succeed(result any) {
 	if result != nil {
 		var err error
 		if payload, err = json.Marshal(result); err != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
-			defer cancel()
-			e.failEnded(ctx, "bad_result", fmt.Sprintf("encode result: %v", err))
+			e.failEnded(e.r.reports, "bad_result", fmt.Sprintf("encode result: %v", err))
 			return
 		}
 	}
@@ -330,7 +334,7 @@ func (e *execution) exec(ctx context.Context, log *slog.Logger, what, sql string
 	ran := time.Since(e.began)
 	began := time.Now()
 	var status *string
-	err := withRetry(ctx, func(ctx context.Context) error {
+	err := e.r.keepReporting(ctx, what, e.job.ID, func(ctx context.Context) error {
 		return e.r.pool.QueryRow(ctx, sql, args...).Scan(&status)
 	})
 	switch {
@@ -365,7 +369,7 @@ func (r *Runner) failReport(ctx context.Context, job *pgrun.Job, class, message 
 func (r *Runner) failClaim(ctx context.Context, id int64, attempt int, claim pgrun.ClaimID, class, message string) (string, error) {
 	payload, _ := json.Marshal(map[string]any{"class": class, "message": sanitize(message)})
 	var status *string
-	err := withRetry(ctx, func(ctx context.Context) error {
+	err := r.keepReporting(ctx, "fail", id, func(ctx context.Context) error {
 		return r.pool.QueryRow(ctx, sqlapi.FailJob, id, attempt, payload, false, r.cfg.WorkerID, claim).Scan(&status)
 	})
 	if err != nil {
@@ -373,6 +377,45 @@ func (r *Runner) failClaim(ctx context.Context, id int64, attempt int, claim pgr
 			"job", id, "attempt", attempt, "class", class, "err", err)
 	}
 	return deref(status), err
+}
+
+// keepReporting records a finished attempt's outcome with call: withRetry through
+// transient errors for up to r.reportTry, and, when a try runs out on a database it
+// cannot reach, again, until call lands, fails for another reason, or ctx is done
+// (r.reports: Run has shut down). Given up, the outcome would be lost and the job's
+// lease would bring it back to run again: an outage longer than one try (a failover
+// that waits 45 s for a promotion, a partition) would re-run work that had finished.
+// Holding on costs a slot, or a place in the completer's buffer, that could not claim
+// anyway while the database is away. A report the database refuses or answers with
+// "moved on" (its claim token no longer matches: the lease ran out and the job went
+// elsewhere) ends at once, as before.
+func (r *Runner) keepReporting(ctx context.Context, what string, job int64, call func(context.Context) error) error {
+	for tries := 1; ; tries++ {
+		err := r.reportOnce(ctx, call)
+		if !r.keep(ctx, err) {
+			return err
+		}
+		r.log.Warn("could not report a finished job's outcome yet; keeping it until the database is back",
+			"report", what, "job", job, "tries", tries, "err", err)
+	}
+}
+
+// reportOnce is one try of keepReporting: withRetry within r.reportTry.
+func (r *Runner) reportOnce(ctx context.Context, call func(context.Context) error) error {
+	tctx, cancel := context.WithTimeout(ctx, r.reportTry)
+	defer cancel()
+	return withRetry(tctx, call)
+}
+
+// keep reports whether a report that ended with err should be tried again: its try
+// ran out of time (on transient errors, or in a call the database never answered)
+// while ctx, the report's own lifetime, goes on. It counts the outcome as kept.
+func (r *Runner) keep(ctx context.Context, err error) bool {
+	if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	r.stats.reportsKept.Add(1)
+	return true
 }
 
 // isRefused reports errors the server raises for the input of a call (SQLSTATE

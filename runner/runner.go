@@ -198,6 +198,12 @@ type Runner struct {
 	jobCtx    context.Context
 	cancelJob context.CancelFunc
 	execWG    sync.WaitGroup
+	// reports parents the reports of finished attempts, which keep trying through an
+	// outage of any length (keepReporting) until Run has shut down; reportTry bounds
+	// one try (reportTimeout; a test shortens it).
+	reports     context.Context
+	stopReports context.CancelFunc
+	reportTry   time.Duration
 	// handoff passes an execution to an idle worker goroutine (see work);
 	// workersStop, closed when Run returns, ends the idle ones.
 	handoff     chan *execution
@@ -241,6 +247,8 @@ func newRunner(pool *pgxpool.Pool, cfg Config) *Runner {
 	}
 	r.down = newOutage(r.log)
 	r.jobCtx, r.cancelJob = context.WithCancel(context.Background())
+	r.reports, r.stopReports = context.WithCancel(context.Background())
+	r.reportTry = reportTimeout
 	return r
 }
 
@@ -488,6 +496,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.shutdown()
 	close(r.workersStop)
 	r.completer.close()
+	r.stopReports() // a report still waiting for the database gives up: the lease brings its job back
 	stopBG()
 	_ = machinery.Wait()
 	r.heartbeat(context.WithoutCancel(ctx), "stopped")

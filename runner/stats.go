@@ -19,6 +19,10 @@ type Stats struct {
 	// FailedCalls the background calls that failed for it meanwhile.
 	Outages     int64
 	FailedCalls int64
+	// ReportsKept counts the tries at recording a finished attempt's outcome that ran
+	// out while the database was away, after which the runner kept the outcome and
+	// tried again (keepReporting) rather than leave the job to its lease.
+	ReportsKept int64
 }
 
 // stats holds the live counters behind [Runner.Stats].
@@ -27,6 +31,7 @@ type stats struct {
 	completed     atomic.Int64
 	claimCalls    atomic.Int64
 	completeCalls atomic.Int64
+	reportsKept   atomic.Int64
 }
 
 // Stats returns a snapshot of the runner's counters; safe to call at any time.
@@ -38,5 +43,6 @@ func (r *Runner) Stats() Stats {
 		CompleteCalls: r.stats.completeCalls.Load(),
 		Outages:       r.down.count.Load(),
 		FailedCalls:   r.down.total.Load(),
+		ReportsKept:   r.stats.reportsKept.Load(),
 	}
 }
