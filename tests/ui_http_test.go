@@ -286,7 +286,9 @@ func TestUIReadOnlyRoleReadsEveryPage(t *testing.T) {
 		   pgrun.health(interval, interval), pgrun.outcome_error(pgrun.job_status, jsonb),
 		   pgrun.job_matches(jsonb, bigint, text, text, pgrun.job_status, jsonb, jsonb, timestamptz, timestamptz, bigint, bigint),
 		   pgrun.error_group(text), pgrun.typical_run_times(interval),
-		   pgrun.job_series(interval, interval, text, text, text), pgrun.error_groups(interval, integer) to %q`,
+		   pgrun.job_series(interval, interval, text, text, text), pgrun.error_groups(interval, integer),
+		   pgrun.job_blocker(bigint), pgrun.rate_period(interval), pgrun.queue_keys(text, integer),
+		   pgrun.queue_sequences(text, integer) to %q`,
 	} {
 		_, err := b.Pool.Exec(b.Ctx, fmt.Sprintf(stmt, name))
 		require.NoError(t, err)
@@ -309,7 +311,7 @@ func TestUIReadOnlyRoleReadsEveryPage(t *testing.T) {
 	base := serveUI(t, reader, ui.Options{ReadOnly: true})
 	for _, p := range []string{"/", "/jobs", fmt.Sprintf("/jobs/%d", job.ID), "/runs", fmt.Sprintf("/runs/%d", run.ID),
 		"/workers", "/schedules", "/dead", "/jobs?state=failed", "/jobs?last=1h", "/jobs?state=running",
-		"/jobs?state=queued", fmt.Sprintf("/jobs?run=%d", run.ID), "/?range=7d", "/errors?range=24h"} {
+		"/jobs?state=queued", fmt.Sprintf("/jobs?run=%d", run.ID), "/?range=7d", "/errors?range=24h", "/queues/default"} {
 		resp, body := get(t, base+p+sep(p)+"format=json")
 		require.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", p, body)
 		require.NotContains(t, body, `"problems"`, "%s: %s", p, body)

@@ -114,6 +114,34 @@ select max(id), 'finished', 10, 'fan-in of parent failed: could not obtain lock 
 from pgrun.jobs where status = 'succeeded';
 `
 
+// uiScreenshotFlow gives queue billing flow control in use for the queue page's
+// screenshot: fairness across accounts, two running and five starts a minute per
+// account, accounts at their limit, and two sequences of invoices, one stopped by a
+// failed head. The screenshot test applies it after the other pages' shots, so that
+// they stay as they were.
+const uiScreenshotFlow = `
+select pgrun.set_queue('billing', fair_by => 'concurrency_key', concurrency_limit => 2, key_rate_limit => 5,
+                       key_rate_period => '1 minute', max_running => 20);
+select pgrun.worker_heartbeat('host-2/w' || w, 'host-2', 5200 + w, array['billing']) from generate_series(0, 1) w;
+select pgrun.enqueue_job('charge', jsonb_build_object('account', a, 'n', g), queue => 'billing',
+                         concurrency_key => 'acct-' || a)
+from generate_series(1, 6) a, generate_series(1, 2 + (a * 5) % 7) g;
+select count(*) from pgrun.claim_jobs('billing', 'host-2/w0', 8, interval '5 minutes');
+`
+
+// uiScreenshotSequences are the invoices of uiScreenshotFlow, one enqueue a
+// statement (each is admitted behind the one before), then the first head's failure.
+var uiScreenshotSequences = []string{
+	`select pgrun.enqueue_job('send_invoice', '{"invoice": 2041}', queue => 'billing', sequence_key => 'customer:2041', max_attempts => 1)`,
+	`select pgrun.enqueue_job('send_invoice', '{"invoice": 2041}', queue => 'billing', sequence_key => 'customer:2041', max_attempts => 1)`,
+	`select pgrun.enqueue_job('send_invoice', '{"invoice": 2041}', queue => 'billing', sequence_key => 'customer:2041', max_attempts => 1)`,
+	`select pgrun.enqueue_job('send_invoice', '{"invoice": 3310}', queue => 'billing', sequence_key => 'customer:3310')`,
+	`select pgrun.enqueue_job('send_invoice', '{"invoice": 3310}', queue => 'billing', sequence_key => 'customer:3310')`,
+	`select pgrun.fail_job(j.id, j.attempt, '{"class": "permanent", "message": "card declined"}', false)
+	 from pgrun.claim_jobs('billing', 'host-2/w1', 5, interval '5 minutes', kinds => array['send_invoice']) j
+	 where j.args ->> 'invoice' = '2041'`,
+}
+
 // TestUIScreenshots writes a screenshot of every page to the directory named by
 // PGRUN_UI_SCREENSHOTS (docs/ui/ for the documentation):
 //
@@ -188,4 +216,14 @@ func TestUIScreenshots(t *testing.T) {
 		chromedp.Evaluate(`localStorage.removeItem("pgrun.theme")`, nil),
 	))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "keyboard-help.png"), png, 0o644))
+
+	// The queue page, with flow control in use (after the rest, which it would change).
+	testkit.ExecAll(t, b, uiScreenshotFlow)
+	testkit.ExecAll(t, b, uiScreenshotSequences...)
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Navigate(base+"/queues/billing"),
+		chromedp.WaitVisible(`tr[data-key]`, chromedp.ByQuery),
+		chromedp.FullScreenshot(&png, 100),
+	))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "queue.png"), png, 0o644))
 }

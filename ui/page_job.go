@@ -134,7 +134,15 @@ type jobData struct {
 	Cancellable bool         `json:"cancellable"`
 	Retryable   bool         `json:"retryable"`
 	Progress    int64        `json:"progress_pct"` // -1: no total
+	// WhyNotRunning says, for a queued or pending job, what holds it now
+	// (pgrun.job_blocker): its sequence, its due time, its queue paused or full, a
+	// key at its limit, no worker for it; or that nothing but the jobs ahead of it does.
+	WhyNotRunning string `json:"why_not_running,omitempty"`
 }
+
+// nothingHolds is the job page's answer when job_blocker finds nothing holding a
+// queued job.
+const nothingHolds = "nothing holds it: it waits only for the jobs ahead of it in its queue"
 
 // job is one job's page: fields, args, result, error and stack, timeline, progress
 // and children.
@@ -170,6 +178,18 @@ func (s *Server) job(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	var problems []string
+	if j.Status == pgrun.StatusQueued || j.Status == pgrun.StatusPending {
+		why, err := s.client.JobBlocker(ctx, id)
+		switch {
+		case errors.Is(err, pgrun.ErrNotFound): // deleted since it was read: nothing holds it
+		case err != nil:
+			problems = append(problems, problem("why not running", err))
+		case why == "":
+			d.WhyNotRunning = nothingHolds
+		default:
+			d.WhyNotRunning = why
+		}
+	}
 	if d.Timeline, err = collect[timelineEntry](ctx, s.pool, sqlapi.DashboardTimeline, id, timelineShown+1); err != nil {
 		problems = append(problems, problem("timeline", err))
 	}

@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"sort"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -93,8 +91,8 @@ type overviewData struct {
 	Running   []runningJob    `json:"longest_running"`
 }
 
-// overviewSection is one of the overview's reads: its name in a problem line, and
-// the read, on the connection of its lane.
+// overviewSection is one of a page's reads (the overview's, a queue's; readLanes):
+// its name in a problem line, and the read, on the connection of its lane.
 type overviewSection struct {
 	name string
 	read func(context.Context, queryer) error
@@ -154,32 +152,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 			return err
 		}},
 	}}
-	var problems []string
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, lane := range lanes {
-		wg.Go(func() {
-			conn, err := s.pool.Acquire(ctx)
-			if err == nil {
-				defer conn.Release()
-			}
-			for _, sec := range lane {
-				// A read's error leaves the connection to the next read (each
-				// statement is its own transaction); a broken one fails them all.
-				failed := err
-				if failed == nil {
-					failed = sec.read(ctx, conn)
-				}
-				if failed != nil {
-					mu.Lock()
-					problems = append(problems, problem(sec.name, failed))
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	wg.Wait()
-	sort.Strings(problems)
+	problems := s.readLanes(ctx, lanes)
 	if d.Health == nil {
 		d.Health = []healthRow{} // [] in JSON when healthy, not null
 	}

@@ -165,6 +165,7 @@ func (s *Server) routes() {
 	static, _ := fs.Sub(assets, "assets/static")
 	m.Handle("GET /static/", http.StripPrefix("/static/", cacheStatic(http.FileServerFS(static))))
 	m.HandleFunc("GET /{$}", s.overview)
+	m.HandleFunc("GET /queues/{name}", s.queuePage)
 	m.HandleFunc("GET /jobs", s.jobs)
 	m.HandleFunc("GET /jobs/{id}", s.job)
 	m.HandleFunc("GET /errors", s.errorsPage)

@@ -46,7 +46,18 @@ func newQueueCmd(g *globals) *cobra.Command {
 			if len(qs) == 0 {
 				fmt.Fprintln(tw, "(no queues yet)")
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			// Which keys and sequences those numbers are, and why due jobs wait, is a
+			// queue's own report.
+			for _, s := range stats {
+				if s.Held > 0 || (s.KeysAtLimit != nil && *s.KeysAtLimit > 0) {
+					fmt.Fprintln(cmd.OutOrStdout(), "Held sequences, keys at their limit and why due jobs wait: runner queue show QUEUE")
+					break
+				}
+			}
+			return nil
 		}),
 	})
 	for _, verb := range []string{"pause", "resume"} {
@@ -72,7 +83,7 @@ func newQueueCmd(g *globals) *cobra.Command {
 			}),
 		})
 	}
-	cmd.AddCommand(newQueueSetCmd(g))
+	cmd.AddCommand(newQueueSetCmd(g), newQueueShowCmd(g))
 	return cmd
 }
 

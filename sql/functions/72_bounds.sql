@@ -42,6 +42,7 @@ as $$
      'enqueue functions'),
     ('debounce_edge', 'trailing (the default) or leading; only with debounce', 'enqueue functions'),
     ('sequences listed', '1 to 1000 a call', 'sequences'),
+    ('queue view rows', '1 to 1000 a call', 'queue_keys, queue_sequences'),
     ('retry delay', format('0 to %s', pgrun.max_wait()), 'retry_later'),
     ('backoff_base, backoff_max', format('above 0, at most %s; backoff_base at most backoff_max', pgrun.max_wait()),
      'set_queue'),

@@ -48,6 +48,9 @@ as $$
     'sequence_admit', 'fold_debounced', 'sequence_hold_reason', 'sequences', 'recheck_sequences',
     -- why a job is not claimed (70_stats.sql): it reads the workers
     'job_blocker',
+    -- a queue's keys in use and its held sequences (75_queue_view.sql): the rate
+    -- windows, and every tenant's keys (refused to a tenant's caller)
+    'queue_keys', 'queue_sequences',
     -- admin
     'cancel_job', 'retry_job', 'retry_jobs', 'cancel_run', 'retry_run', 'define_workflow',
     -- bulk actions on what a filter matches (52_bulk.sql)
@@ -149,7 +152,7 @@ begin
                            -- sequences and debounce: the enqueue path's parts, and what is held
                            'max_flow_key_chars', 'min_debounce', 'sequence_lock_id', 'sequence_admit',
                            'debounce_lock_id', 'enqueue_debounced', 'fold_debounced',
-                           'sequence_hold_reason', 'sequences'] loop
+                           'sequence_hold_reason', 'sequences', 'queue_sequences'] loop
     return query select format('grant execute on function %s to %I', pgrun.qualified(p.oid), enqueuer)
                  from pg_proc p where p.pronamespace = 'pgrun'::regnamespace and p.proname = f;
   end loop;
@@ -195,6 +198,8 @@ begin
                            'health', 'dead_rows_floor', 'unseen_xid_age',
                            -- sequences (36_sequences.sql): what holds them, and the recheck step
                            'sequence_hold_reason', 'sequences', 'recheck_sequences',
+                           -- a queue's keys in use and held sequences (75_queue_view.sql)
+                           'queue_keys', 'queue_sequences',
                            -- the rollups (74_rollups.sql): the maintenance step, and the
                            -- failures by group with their messages
                            'rollup_minutes', 'error_groups', 'max_error_groups'] loop
