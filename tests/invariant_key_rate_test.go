@@ -85,26 +85,40 @@ func TestAKeyAtItsLimitDoesNotHoldUpTheKeysBehindIt(t *testing.T) {
 	}
 }
 
-// Windows of keys that went quiet are deleted by later claims of the queue, oldest
-// first and at most 100 a claim, and all of them when the limit is reset.
+// Windows of keys that went quiet (ended a minute ago or more) are deleted by a claim
+// of the queue at most once a second, oldest first and at most 1,000 at once; a window
+// that ended more recently stays for its key's next claim to reset in place; and all
+// of them go when the limit is reset.
 func TestKeyRateWindowsArePruned(t *testing.T) {
 	b := testkit.Setup(t)
 	now := testkit.At("2030-01-01T10:00:00Z")
 	c := testkit.PinClock(t, b, now)
 	c.Exec(`select pgrun.set_queue('api', key_rate_limit => 1, key_rate_period => '1 minute')`)
 	c.Exec(`select pgrun.enqueue_jobs(jsonb_agg(jsonb_build_object('kind', 'noop', 'queue', 'api',
-		'concurrency_key', 'k' || i, 'run_at', '2030-01-01T09:00:00Z'))) from generate_series(1, 150) i`)
-	require.Equal(t, 150, claimCount(t, c.Conn, "api", "w", 1000))
+		'concurrency_key', 'k' || i, 'run_at', '2030-01-01T09:00:00Z'))) from generate_series(1, 1200) i`)
+	require.Equal(t, 1200, claimCount(t, c.Conn, "api", "w", 1200))
 	windows := func() int {
 		var n int
 		c.QueryRow(`select count(*) from pgrun.key_rate_windows where queue = 'api'`, nil, &n)
 		return n
 	}
-	require.Equal(t, 150, windows())
-	c.Set(now.Add(2 * time.Minute))
-	c.Exec(`select pgrun.enqueue_job('noop', queue => 'api', concurrency_key => 'z')`)
-	require.Equal(t, 1, claimCount(t, c.Conn, "api", "w", 10))
-	require.Equal(t, 51, windows(), "100 ended windows pruned, z's opened")
+	claimZ := func(key string) {
+		c.Exec(`select pgrun.enqueue_job('noop', queue => 'api', concurrency_key => $1)`, key)
+		require.Equal(t, 1, claimCount(t, c.Conn, "api", "w", 10))
+	}
+	require.Equal(t, 1200, windows())
+	c.Set(now.Add(90 * time.Second)) // ended 30 s ago: not quiet yet
+	claimZ("z1")
+	require.Equal(t, 1201, windows(), "windows that ended less than a minute ago stay")
+	c.Set(now.Add(150 * time.Second)) // ended 90 s ago
+	claimZ("z2")
+	require.Equal(t, 202, windows(), "the 1,000 oldest quiet windows pruned, z2's opened")
+	c.Set(now.Add(150*time.Second + 500*time.Millisecond))
+	claimZ("z3")
+	require.Equal(t, 203, windows(), "within a second of the last prune, none")
+	c.Set(now.Add(152 * time.Second))
+	claimZ("z4")
+	require.Equal(t, 4, windows(), "the other 200 pruned; the z keys' windows are open")
 	c.Exec(`select pgrun.set_queue('api', reset => array['key_rate_limit'])`)
 	require.Zero(t, windows())
 }
@@ -112,6 +126,8 @@ func TestKeyRateWindowsArePruned(t *testing.T) {
 // Under concurrency: three `runner work` processes burn a queue with a per-key rate
 // (4 claims per key per second) and a per-key concurrency limit (2), one of them
 // killed with SIGKILL in the middle (its jobs come back when their leases run out).
+// Each job sleeps 300 ms, so the killed runner still holds the jobs it was seen
+// holding (at 40 ms it could finish and report them between the look and the kill).
 // Every claim is logged by the database (recordClaims) with the engine's clock; after
 // the burn-down, per key: no window (replayed by the engine's rule, in claim order)
 // holds more than 4 claims, and no claim found 2 jobs of its key running already.
@@ -121,7 +137,7 @@ func TestKeyRateAndConcurrencyHoldAcrossRunnersAndAKill(t *testing.T) {
 	const keys, perKey, rate, conc = 8, 16, 4, 2
 	testkit.ExecAll(t, b, `select pgrun.set_queue('api', key_rate_limit => 4, key_rate_period => '1 second',
 		concurrency_limit => 2)`,
-		`select pgrun.enqueue_jobs(jsonb_agg(jsonb_build_object('kind', 'sleep', 'queue', 'api', 'args', '{"ms": 40}'::jsonb,
+		`select pgrun.enqueue_jobs(jsonb_agg(jsonb_build_object('kind', 'sleep', 'queue', 'api', 'args', '{"ms": 300}'::jsonb,
 		   'concurrency_key', 'key' || (i % 8)))) from generate_series(1, 128) i`)
 	var procs []*testkit.Proc
 	for i := range 3 {

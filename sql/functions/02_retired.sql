@@ -17,6 +17,11 @@ drop function if exists pgrun.renew_leases(text, bigint[], interval); -- retired
 -- (an internal helper of claim_jobs, never granted: it now takes the job's fields)
 drop function if exists pgrun.may_take_cold(pgrun.jobs, text, text[], text[], timestamptz, interval); -- retired in version 4
 
+-- from 38_claim_keys.sql (an internal helper of claim_keyed, never granted: it
+-- takes the queue's front and returns each job's priority and run_at now)
+drop function if exists pgrun.claim_front(text, timestamptz, integer, smallint[], interval, text[], text, text[],
+                                          text[], text[], interval, bigint[]); -- retired in version 8
+
 -- from 62_maintain.sql (an internal helper of maintain, never granted: it takes a
 -- step's own counts now)
 drop function if exists pgrun.step_ms(text, timestamptz); -- retired in version 8

@@ -90,22 +90,28 @@ $$;
 -- level gives its look oldest due jobs, so the merge is exact without reading a level
 -- further than that. rk numbers them in that order. kinds, tenant, models, servable,
 -- elsewhere and warm_wait filter as claim_jobs does (may_take_cold); exclude lists
--- jobs this claim already chose.
+-- jobs this claim already chose. Without aging, from_priority, from_run_at and from_id
+-- (the queue's front, claim_keyed says which; NULL: the queue's start) make it start
+-- after that position of the queue's order, one index range either way (priorities
+-- are never below 0, so the start is the position (-1, -infinity, 0)).
 create or replace function pgrun.claim_front(
-  queue     text,
-  at        timestamptz,
-  look      integer,
-  levels    smallint[],
-  aging     interval,
-  kinds     text[],
-  tenant    text,
-  models    text[],
-  servable  text[],
-  elsewhere text[],
-  warm_wait interval,
-  exclude   bigint[]
+  queue         text,
+  at            timestamptz,
+  look          integer,
+  levels        smallint[],
+  aging         interval,
+  kinds         text[],
+  tenant        text,
+  models        text[],
+  servable      text[],
+  elsewhere     text[],
+  warm_wait     interval,
+  exclude       bigint[],
+  from_priority smallint default null,
+  from_run_at   timestamptz default null,
+  from_id       bigint default null
 )
-returns table (rk bigint, id bigint, concurrency_key text, tenant_key text)
+returns table (rk bigint, id bigint, concurrency_key text, tenant_key text, priority smallint, run_at timestamptz)
 language plpgsql
 stable
 set search_path = pgrun, pg_catalog
@@ -118,9 +124,12 @@ as $$
 begin
   if levels is null then
     return query
-    select row_number() over (order by c.priority, c.run_at, c.id), c.id, c.concurrency_key, c.tenant
+    select row_number() over (order by c.priority, c.run_at, c.id), c.id, c.concurrency_key, c.tenant,
+           c.priority, c.run_at
     from (select c.id, c.concurrency_key, c.tenant, c.priority, c.run_at from pgrun.jobs c
           where c.queue = claim_front.queue and c.status = 'queued' and c.run_at <= at
+            and (c.priority, c.run_at, c.id) > (coalesce(from_priority, -1), coalesce(from_run_at, '-infinity'),
+                                                coalesce(from_id, 0))
             and (kinds is null or c.kind = any (kinds))
             and (claim_front.tenant is null or c.tenant = claim_front.tenant)
             and (c.model is null or pgrun.may_take_cold(c.model, c.model_required, c.run_at, models, servable,
@@ -130,10 +139,10 @@ begin
           limit look) c;
   else
     return query
-    select x.rk, x.id, x.concurrency_key, x.tenant
+    select x.rk, x.id, x.concurrency_key, x.tenant, x.priority, x.run_at
     from (select row_number() over (order by pgrun.effective_priority(c.priority, c.run_at, at, aging),
                                              c.priority, c.run_at, c.id) as rk,
-                 c.id, c.concurrency_key, c.tenant
+                 c.id, c.concurrency_key, c.tenant, c.priority, c.run_at
           from unnest(levels) lv(p)
           cross join lateral (
             select c.id, c.concurrency_key, c.tenant, c.priority, c.run_at from pgrun.jobs c
