@@ -115,9 +115,10 @@ begin
                                    -- expression a dashboard's list inlines
                                    'job_matches',
                                    'max_priority', 'default_lease',
-                                   -- a queue's rate window (the runner reads it) and
+                                   -- a queue's rate window (the runner reads it),
                                    -- whether its room is announced (any UPDATE's trigger)
-                                   'rate_period', 'announces_room',
+                                   -- and a fair claim's cap (the runner reads it)
+                                   'rate_period', 'announces_room', 'fair_claim_max',
                                    -- a job's claim token, for its holder (active_jobs)
                                    'claim_token',
                                    -- the bounds of every input (docs/sql-api.md)
