@@ -15,12 +15,15 @@ import (
 
 // Batch handlers (docs/batches.md): one handler call for up to a batch's worth of
 // claimed jobs of one kind, for work whose cost is mostly per call (a model's forward
-// pass, a bulk API, one multi-row INSERT). The batch is a rendezvous, not a second
-// execution path: every job of it is claimed, started, renewed, cancelled, reported
-// and counted as a job run by [Handle] is, on its own slot, and only waits there for
-// the call its batch makes. So a job's outcome, its log lines, its OnOutcome hook and
-// its metrics are the same as a per-job handler's, and a batch holds exactly the
-// slots of its jobs while it runs.
+// pass, a bulk API, one multi-row INSERT). Every job of a batch is an execution of its
+// own, as a job run by [Handle] is: claimed, registered as running, renewed,
+// cancelled, reported and counted on its own, on its own slot, so that a job's
+// outcome, its log lines, its OnOutcome hook and its metrics are the same as a
+// per-job handler's, and a batch holds exactly the slots of its jobs while it runs.
+// What a batch saves is the per-job dispatch around the handler: the jobs of a claim
+// are started into their batches together (batch_direct.go), under one lock rather
+// than one each, with no goroutine per job, and a call's successes go to the
+// completer in one piece.
 
 // Bounds of [HandleBatch].
 const (
@@ -59,13 +62,17 @@ type BatchResult struct {
 // and a panic fail every job of the batch with an error that says so (class
 // batch_result or panic: retried while attempts remain); the runner carries on.
 //
-// Jobs are claimed as any others (they are a kind like any other to claim_jobs);
-// each waits on its own slot for its batch. A batch is sent when it holds maxJobs
-// jobs, or linger after its first job arrived, whichever comes first; with linger 0
-// it takes the jobs already waiting and goes at once. A batch holds jobs of one
-// queue, and at most as many as the queue has slots in this runner: a queue of 16
-// workers makes batches of up to 16 whatever maxJobs says. Give the queue twice
-// maxJobs workers and one batch gathers while another runs.
+// Jobs are claimed as any others (they are a kind like any other to claim_jobs), up
+// to a claim's worth at once, and the runner puts the jobs of one claim straight into
+// batches: without middleware no goroutine runs per job, and a call's successes reach
+// the completer in one piece, so that a job costs the runner a little less than under
+// [Handle] (docs/benchmarks.md; the database's work per job is the same). Each job
+// holds a slot of its queue while it waits for and runs in its batch. A batch is sent
+// when it holds maxJobs jobs, or linger after its first job arrived, whichever comes
+// first; with linger 0 it takes the jobs already waiting and goes at once. A batch
+// holds jobs of one queue, and at most as many as the queue has slots in this runner:
+// a queue of 16 workers makes batches of up to 16 whatever maxJobs says. Give the
+// queue twice maxJobs workers and one batch gathers while another runs.
 //
 // fn's ctx is the batch's: it is cancelled when every job of the batch has stopped,
 // which is at the end of a shutdown's grace period or when each was cancelled, timed
@@ -79,7 +86,8 @@ type BatchResult struct {
 // Args are decoded and validated per job as for [Handle]; a job whose args fail does
 // not join a batch and fails permanently alone. Middleware wraps each job's wait for
 // its batch (what it puts in the job's context is in jobs[i].Context()), not the
-// batch call. A job in a batch may Emit, Progress, Beat (a long batch keeps its jobs
+// batch call; with middleware each job waits on a goroutine of its own, as a per-job
+// handler's does. A job in a batch may Emit, Progress, Beat (a long batch keeps its jobs
 // past their timeout by beating each) and UseModel; durable steps are refused
 // ([ErrDurableInBatch]). maxJobs is 1 to [MaxBatch]; linger is 0 to [MaxBatchLinger].
 func HandleBatch[T any](r *Runner, kind string, fn func(ctx context.Context, jobs []*Job[T]) ([]BatchResult, error),
@@ -92,15 +100,23 @@ func HandleBatch[T any](r *Runner, kind string, fn func(ctx context.Context, job
 	case linger < 0 || linger > MaxBatchLinger:
 		return fmt.Errorf("runner: batch linger %s for kind %q is not valid (0 to %s)", linger, kind, MaxBatchLinger)
 	}
+	structArgs := reflect.TypeFor[T]().Kind() == reflect.Struct
 	b := &batcher{r: r, kind: kind, max: maxJobs, linger: linger, gathering: map[*fetcher]*batchCall{},
+		direct: len(r.cfg.Middleware) == 0,
 		call: func(ctx context.Context, ws []*batchWaiter) ([]BatchResult, error) {
 			jobs := make([]*Job[T], len(ws))
 			for i, w := range ws {
 				jobs[i] = w.job.(*Job[T])
 			}
 			return fn(ctx, jobs)
+		},
+		prepare: func(e *execution) (any, error) {
+			j, err := newJob[T](&e.ctx, kind, e.job, structArgs)
+			if err != nil {
+				return nil, err
+			}
+			return j, nil
 		}}
-	structArgs := reflect.TypeFor[T]().Kind() == reflect.Struct
 	err := r.handle(kind, func(ctx context.Context, row *pgrun.Job) (any, error) {
 		j, err := newJob[T](ctx, kind, row, structArgs)
 		if err != nil {
@@ -129,7 +145,13 @@ func HandleBatchArgs[T JobArgs](r *Runner, fn func(ctx context.Context, jobs []*
 }
 
 // batcher gathers the jobs of one batch kind into calls, one gathering call per queue
-// (per fetcher) at a time.
+// (per fetcher) at a time. Its jobs reach it two ways. Without middleware the runner
+// starts the jobs a claim brought straight into their batch (startJobs,
+// batch_direct.go): no goroutine per job, and the call settles its jobs itself, their
+// successes handed to the completer in one piece. With middleware each job runs as a
+// per-job handler would, so that the middleware wraps it, and waits on its goroutine
+// for the call (submit); so does a job started on its own (a slot passed to it by a
+// per-job execution that ended, say). One call may hold jobs of both.
 type batcher struct {
 	r      *Runner
 	kind   string
@@ -137,6 +159,12 @@ type batcher struct {
 	linger time.Duration
 	// call runs the typed handler on the jobs of ws.
 	call func(ctx context.Context, ws []*batchWaiter) ([]BatchResult, error)
+	// prepare makes the typed job (*Job[T]) of an execution started straight into a
+	// batch: its args decoded and validated, as Handle's are.
+	prepare func(e *execution) (any, error)
+	// direct is set when the runner has no middleware: a claim's jobs of this kind go
+	// straight into batches (startJobs).
+	direct bool
 
 	mu        sync.Mutex
 	gathering map[*fetcher]*batchCall
@@ -151,6 +179,12 @@ type batchCall struct {
 	waiters []*batchWaiter // guarded by b.mu until sent, then the call's own
 	timer   *time.Timer    // the linger; nil once sent
 	sent    bool           // taken for its call: no job joins or leaves it any more
+	// ctx is the call's, made when it is sent; cancel cancels it, with the cause of
+	// the last of its jobs to stop, once live (the jobs whose contexts are not done)
+	// reaches 0.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	live   atomic.Int32
 	// cancelledAt is when every job of the sent call had stopped, on the watchdog's
 	// clock (unix nanoseconds; 0: not yet), which is when the call's ctx was
 	// cancelled: the watchdog measures abandonment from it (abandonFrom). counted is
@@ -159,16 +193,44 @@ type batchCall struct {
 	counted     atomic.Bool
 }
 
-// batchWaiter is one job waiting in a batch for its outcome.
+// batchWaiter is one job in a batch.
 type batchWaiter struct {
-	job  any // *Job[T]
-	e    *execution
-	done chan struct{} // closed once res is set
+	job any // *Job[T]
+	e   *execution
+	// done is closed once res is set, for a job that waits for its batch on its own
+	// goroutine (submit); nil for one started straight into its batch, which the call
+	// settles itself (settleBatch).
+	done chan struct{}
 	res  BatchResult
+	// c is the call the job joined; left is set when it was taken out of it before
+	// the call was sent (its job stopped meanwhile). Both guarded by b.mu.
+	c    *batchCall
+	left bool
+	// The job's stop reaches its batch (stopped) once: through the job's own
+	// CancelCauseFunc for a job of the direct path (beginDirect), through an
+	// AfterFunc on its context (after stops it) for the others. heard is set once it
+	// has, or once the batch no longer listens (unhook).
+	heard atomic.Bool
+	after func() bool
+}
+
+// unhook stops w's stop from reaching its batch from now on.
+func (w *batchWaiter) unhook() {
+	w.heard.Store(true)
+	if w.after != nil {
+		w.after()
+	}
+}
+
+// hear passes the stop of w's job to its batch, the first time only.
+func (b *batcher) hear(w *batchWaiter) {
+	if w.heard.CompareAndSwap(false, true) {
+		b.stopped(w)
+	}
 }
 
 // limit is how many jobs a batch of f's queue holds: maxJobs, at most the queue's
-// slots (a job waits for its batch on its slot, so more could never arrive).
+// slots (each job of a batch holds a slot, so more could never arrive).
 func (b *batcher) limit(f *fetcher) int {
 	if f == nil {
 		return b.max
@@ -176,51 +238,122 @@ func (b *batcher) limit(f *fetcher) int {
 	return max(1, min(b.max, f.slots))
 }
 
-// submit adds w to its queue's gathering batch and returns w's outcome. The job that
-// fills a batch runs the call on its own goroutine (it would only wait for it
-// otherwise); a batch sent by its linger runs on the timer's. A job whose ctx ends
-// while its batch is still gathering leaves it at once with the cause.
-func (b *batcher) submit(ctx context.Context, w *batchWaiter) (any, error) {
-	f := w.e.f
-	b.mu.Lock()
-	c := b.gathering[f]
-	if c == nil {
-		c = &batchCall{b: b, f: f}
-		b.gathering[f] = c
-		if !b.stopping {
-			c.timer = time.AfterFunc(b.linger, func() { b.due(c) })
+// join adds ws, jobs of f's queue, to its gathering batch, and returns the batches
+// this filled (sent): the caller runs them. A job whose context is done already does
+// not join, and is returned in gone for the caller to end alone.
+//
+// Each job's stop (its context done: a cancel, its timeout, a lost lease, a
+// shutdown) reaches its batch (stopped): while the batch gathers the job leaves it at
+// once, with the cause; once the batch is sent it counts towards cancelling the
+// call's ctx, which happens when the last of its jobs stops. A job of the direct path
+// is heard through its CancelCauseFunc already (beginDirect); the others get an
+// AfterFunc on their context here.
+func (b *batcher) join(f *fetcher, ws []*batchWaiter) (full []*batchCall, gone []*batchWaiter) {
+	for _, w := range ws {
+		if w.done != nil {
+			w.after = context.AfterFunc(&w.e.ctx, func() { b.hear(w) })
 		}
 	}
-	c.waiters = append(c.waiters, w)
-	w.e.batch.Store(c)
-	full := b.stopping || len(c.waiters) >= b.limit(f)
-	if full {
-		b.take(c)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, w := range ws {
+		if w.e.ctx.Err() != nil {
+			w.left = true
+			gone = append(gone, w)
+			continue
+		}
+		c := b.gathering[f]
+		if c == nil {
+			c = &batchCall{b: b, f: f}
+			b.gathering[f] = c
+			if !b.stopping {
+				c.timer = time.AfterFunc(b.linger, func() { b.due(c) })
+			}
+		}
+		c.waiters = append(c.waiters, w)
+		w.c = c
+		w.e.batch.Store(c)
+		if b.stopping || len(c.waiters) >= b.limit(f) {
+			b.send(c)
+			full = append(full, c)
+		}
 	}
-	b.mu.Unlock()
-	if full {
-		c.run()
-		return w.res.Result, w.res.Err
+	return full, gone
+}
+
+// submit is the wait of a job that runs as a per-job handler would (see batcher):
+// it adds w to its queue's gathering batch and returns w's outcome. The job that
+// fills a batch runs the call on its own goroutine (it would only wait for it
+// otherwise). A job whose ctx (the middleware's, derived from the job's) ends while
+// its batch is still gathering leaves it at once with the cause.
+func (b *batcher) submit(ctx context.Context, w *batchWaiter) (any, error) {
+	full, gone := b.join(w.e.f, []*batchWaiter{w})
+	if len(gone) > 0 {
+		w.unhook()
+		return nil, context.Cause(&w.e.ctx)
+	}
+	for _, c := range full {
+		c.run() // w's own, which it filled
 	}
 	select {
 	case <-w.done:
 	case <-ctx.Done():
-		if b.leave(c, w) {
+		if b.leave(w) {
+			w.unhook()
 			return nil, context.Cause(ctx)
 		}
-		<-w.done // sent already: the outcome comes with the call's
+		<-w.done // sent already, or left with its job's cause (stopped)
 	}
 	return w.res.Result, w.res.Err
 }
 
-// leave takes w out of c if c is still gathering, and reports whether it did. A batch
-// left empty is dropped with its timer.
-func (b *batcher) leave(c *batchCall, w *batchWaiter) bool {
+// stopped is told that w's job stopped (its context is done), once (hear). Before
+// its batch is sent the job leaves it and ends alone, with the cause; after, it
+// counts down the call's live jobs, and the last to stop cancels the call's ctx with
+// its cause. It may run under the runner's lock (a shutdown cancels its jobs under
+// it), and takes b.mu under it.
+func (b *batcher) stopped(w *batchWaiter) {
+	b.mu.Lock()
+	c := w.c
+	if c == nil || w.left {
+		b.mu.Unlock() // not joined (join ends it), or gone already
+		return
+	}
+	if !c.sent {
+		b.drop(c, w)
+		b.mu.Unlock()
+		cause := context.Cause(&w.e.ctx)
+		if w.done != nil {
+			w.res = BatchResult{Err: cause}
+			close(w.done)
+		} else {
+			go b.r.settleAlone(w.e, nil, cause)
+		}
+		return
+	}
+	b.mu.Unlock()
+	if c.live.Add(-1) == 0 {
+		c.cancelledAt.CompareAndSwap(0, b.r.cfg.Watchdog.Now().UnixNano())
+		c.cancel(context.Cause(&w.e.ctx))
+	}
+}
+
+// leave takes w out of its batch if the batch is still gathering and w has not left
+// it already, and reports whether it did.
+func (b *batcher) leave(w *batchWaiter) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if c.sent {
+	if w.left || w.c.sent {
 		return false
 	}
+	b.drop(w.c, w)
+	return true
+}
+
+// drop takes w out of c, which is gathering; b.mu is held. A batch left empty is
+// dropped with its timer.
+func (b *batcher) drop(c *batchCall, w *batchWaiter) {
+	w.left = true
 	for i, x := range c.waiters {
 		if x == w {
 			c.waiters = append(c.waiters[:i], c.waiters[i+1:]...)
@@ -230,7 +363,6 @@ func (b *batcher) leave(c *batchCall, w *batchWaiter) bool {
 	if len(c.waiters) == 0 {
 		b.take(c) // nothing to send: drops it, and its timer
 	}
-	return true
 }
 
 // take marks c sent and makes room for the next gathering batch; b.mu is held.
@@ -245,6 +377,14 @@ func (b *batcher) take(c *batchCall) {
 	}
 }
 
+// send takes c, which holds jobs, for its call: from here its jobs' stops count down
+// towards cancelling its ctx (stopped). b.mu is held; the caller runs c.
+func (b *batcher) send(c *batchCall) {
+	b.take(c)
+	c.ctx, c.cancel = context.WithCancelCause(b.r.jobCtx)
+	c.live.Store(int32(len(c.waiters)))
+}
+
 // due sends c when its linger has passed, unless it was sent (filled) or dropped.
 func (b *batcher) due(c *batchCall) {
 	b.mu.Lock()
@@ -252,7 +392,7 @@ func (b *batcher) due(c *batchCall) {
 		b.mu.Unlock()
 		return
 	}
-	b.take(c)
+	b.send(c)
 	b.mu.Unlock()
 	c.run()
 }
@@ -264,7 +404,7 @@ func (b *batcher) flush() {
 	b.stopping = true
 	var calls []*batchCall
 	for _, c := range b.gathering {
-		b.take(c)
+		b.send(c)
 		calls = append(calls, c)
 	}
 	b.mu.Unlock()
@@ -283,42 +423,45 @@ func (r *Runner) flushBatches() {
 	}
 }
 
-// run calls the handler on c's jobs and hands each job its outcome. The call's ctx
-// is cancelled, with the last job's cause, once every job's own context is done
-// (each job's AfterFunc counts down), and released when the call returns.
+// run calls the handler on c's jobs and hands each job its outcome: a job waiting on
+// its own goroutine gets it there, the others are settled here (settleBatch). The
+// call's ctx is released when the call returns.
 func (c *batchCall) run() {
-	r := c.b.r
-	ctx, cancel := context.WithCancelCause(r.jobCtx)
-	var live atomic.Int32
-	live.Store(int32(len(c.waiters)))
-	stops := make([]func() bool, len(c.waiters))
-	for i, w := range c.waiters {
-		jobCtx := &w.e.ctx
-		stops[i] = context.AfterFunc(jobCtx, func() {
-			if live.Add(-1) == 0 {
-				c.cancelledAt.CompareAndSwap(0, r.cfg.Watchdog.Now().UnixNano())
-				cancel(context.Cause(jobCtx))
-			}
-		})
-	}
 	began := time.Now()
-	results, err := c.invoke(ctx)
-	for _, stop := range stops {
-		stop()
+	results, err := c.invoke(c.ctx)
+	for _, w := range c.waiters {
+		w.unhook() // a job that stops from now on is no news to the call
 	}
-	cancel(nil)
-	r.log.Debug("batch ran", "kind", c.b.kind, "jobs", len(c.waiters), "took", time.Since(began), "err", err)
+	c.cancel(nil)
+	c.b.r.log.Debug("batch ran", "kind", c.b.kind, "jobs", len(c.waiters), "took", time.Since(began), "err", err)
 	if err == nil && len(results) != len(c.waiters) {
 		err = &batchResultError{kind: c.b.kind, got: len(results), want: len(c.waiters)}
 	}
+	direct := c.waiters[:0:0] // the direct path's; all of them, mostly
+	waiting := 0
 	for i, w := range c.waiters {
 		if err != nil {
 			w.res = BatchResult{Err: err}
 		} else {
 			w.res = results[i]
 		}
-		close(w.done)
+		if w.done != nil {
+			close(w.done)
+			waiting++
+		}
 	}
+	switch waiting {
+	case 0:
+		direct = c.waiters
+	case len(c.waiters):
+	default:
+		for _, w := range c.waiters {
+			if w.done == nil {
+				direct = append(direct, w)
+			}
+		}
+	}
+	c.b.r.settleBatch(c.f, direct)
 }
 
 // invoke calls the handler, turning a panic into an error (with its stack) for every

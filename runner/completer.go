@@ -84,18 +84,25 @@ func newCompleter(r *Runner) *completer {
 // (take), so it is refilled in steps of a few hundred rather than regrown from one.
 const completionChunk = 256
 
-func (c *completer) add(x completion) {
-	x.at = time.Now()
-	c.mu.Lock()
-	if x.soon {
-		c.soon++
+// add buffers successes for the next call (a batch's together: one lock, one poke).
+func (c *completer) add(xs ...completion) {
+	if len(xs) == 0 {
+		return
 	}
-	if len(c.buf) == cap(c.buf) {
-		grown := make([]completion, len(c.buf), max(2*len(c.buf), completionChunk))
+	at := time.Now()
+	c.mu.Lock()
+	for i := range xs {
+		xs[i].at = at
+		if xs[i].soon {
+			c.soon++
+		}
+	}
+	if len(c.buf)+len(xs) > cap(c.buf) {
+		grown := make([]completion, len(c.buf), max(2*len(c.buf), len(c.buf)+len(xs), completionChunk))
 		copy(grown, c.buf)
 		c.buf = grown
 	}
-	c.buf = append(c.buf, x)
+	c.buf = append(c.buf, xs...)
 	c.mu.Unlock()
 	c.poke()
 }

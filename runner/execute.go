@@ -123,16 +123,26 @@ func (r *Runner) begin(job *pgrun.Job, f *fetcher) *execution {
 	// handler as a cancellation with cause ErrTimeout.
 	e.ctx.Context, e.stop = context.WithCancelCause(r.jobCtx)
 	e.ctx.e = e
+	r.register(e)
+	return e
+}
+
+// register records executions as running, under one lock: their leases are renewed,
+// a cancellation reaches them (one that arrived before they began, at once), and
+// shutdown waits for them.
+func (r *Runner) register(es ...*execution) {
 	r.mu.Lock()
-	r.running[job.ID] = e
-	delete(r.arriving, job.ClaimID)
-	if _, gone := r.cancelled[cancelKey{id: job.ID, attempt: job.Attempt}]; gone {
-		delete(r.cancelled, cancelKey{id: job.ID, attempt: job.Attempt})
-		e.cancel(ErrJobCancelled)
+	for _, e := range es {
+		r.running[e.job.ID] = e
+		delete(r.arriving, e.job.ClaimID)
+		k := cancelKey{id: e.job.ID, attempt: e.job.Attempt}
+		if _, gone := r.cancelled[k]; gone {
+			delete(r.cancelled, k)
+			e.cancel(ErrJobCancelled)
+		}
 	}
 	r.mu.Unlock()
-	r.execWG.Add(1)
-	return e
+	r.execWG.Add(len(es))
 }
 
 // work runs e and then whatever executions are handed to it, until the runner stops.

@@ -475,19 +475,22 @@ func (f *fetcher) took(res claimed) error {
 	return nil
 }
 
-// startBuffered starts buffered jobs while slots are free.
+// startBuffered starts buffered jobs while slots are free, together (startJobs: the
+// jobs of a batch kind go into their batches at once).
 func (f *fetcher) startBuffered() {
-	for {
-		f.readyMu.Lock()
-		if f.busy >= f.slots || len(f.ready) == 0 {
-			f.readyMu.Unlock()
-			return
-		}
-		j := f.popReady()
-		f.busy++
+	f.readyMu.Lock()
+	n := min(f.slots-f.busy, len(f.ready))
+	if n <= 0 {
 		f.readyMu.Unlock()
-		f.r.start(j, f)
+		return
 	}
+	jobs := make([]*pgrun.Job, n)
+	for i := range jobs {
+		jobs[i] = f.popReady()
+	}
+	f.busy += n
+	f.readyMu.Unlock()
+	f.r.startJobs(jobs, f)
 }
 
 // bufferedJobs lists the buffered jobs, whose leases the runner renews like those of
