@@ -28,6 +28,13 @@ func isTransient(err error) bool {
 			return true
 		case pe.Code == "53300": // too many connections
 			return true
+		case pe.Code == "25006":
+			// A read-only transaction: the server was a primary and has been demoted
+			// in place (Patroni without etcd and failsafe mode, a switchover that a
+			// proxy's health check has not seen yet). Its writes go to the new
+			// primary once the connection is made again; given up, a finished job's
+			// success was lost and the job ran again.
+			return true
 		}
 		return false
 	}

@@ -48,6 +48,7 @@ func TestIsTransient(t *testing.T) {
 		&pgconn.PgError{Code: "40001"}: true,
 		&pgconn.PgError{Code: "08006"}: true,
 		&pgconn.PgError{Code: "57P01"}: true,
+		&pgconn.PgError{Code: "25006"}: true, // a primary demoted in place
 		&pgconn.PgError{Code: "22023"}: false,
 		&pgconn.PgError{Code: "23505"}: false,
 	} {

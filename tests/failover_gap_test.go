@@ -24,13 +24,20 @@ import (
 // length (from when it is first seen, not from the standby's own start, long before),
 // in which the runners report what they finished. No job whose handler finished runs
 // again. The gap and the leases are scaled down (8 s and 5 s leases, for 45 s and
-// 30 s): only their ratio matters.
+// 30 s): only their ratio matters. PGRUN_FAILOVER_GAP=45s (with leases two thirds of
+// it, 30 s) runs the incident at its own scale.
 func TestFailoverPromotionAfterAGap(t *testing.T) {
 	if os.Getenv("PGRUN_FAILOVER_TEST") != "1" {
 		t.Skip("set PGRUN_FAILOVER_TEST=1 to run the failover tests (about half a minute)")
 	}
-	const lease, gap = 5 * time.Second, 8 * time.Second
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	lease, gap := 5*time.Second, 8*time.Second
+	if v := os.Getenv("PGRUN_FAILOVER_GAP"); v != "" {
+		d, err := time.ParseDuration(v)
+		require.NoError(t, err, "PGRUN_FAILOVER_GAP")
+		require.True(t, d >= 3*time.Second && d <= 5*time.Minute, "PGRUN_FAILOVER_GAP %s: 3s to 5m", d)
+		lease, gap = d*2/3, d
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute+4*gap)
 	defer cancel()
 	// Every commit waits for the standby: a claim the runner got is on the standby.
 	primary, standby, url, admin := replicatedPair(t, ctx)
