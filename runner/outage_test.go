@@ -83,19 +83,7 @@ func TestFetcherClaimsAsSoonAsTheDatabaseIsBack(t *testing.T) {
 	srv := newPrivateServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cfg, err := pgxpool.ParseConfig(srv.url())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 8
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	if err := pgrun.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
+	pool := srv.migratedPool(ctx)
 
 	r := newRunner(pool, Config{
 		WorkerID:            "w-back",
@@ -227,6 +215,26 @@ func newPrivateServer(t *testing.T) *privateServer {
 		os.RemoveAll(dir)
 	})
 	return s
+}
+
+// migratedPool opens a pool of eight connections on the server, closed when the test
+// ends, and migrates schema pgrun into it.
+func (s *privateServer) migratedPool(ctx context.Context) *pgxpool.Pool {
+	s.t.Helper()
+	cfg, err := pgxpool.ParseConfig(s.url())
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	cfg.MaxConns = 8
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(pool.Close)
+	if err := pgrun.Migrate(ctx, pool); err != nil {
+		s.t.Fatal(err)
+	}
+	return pool
 }
 
 func (s *privateServer) url() string {

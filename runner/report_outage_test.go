@@ -7,10 +7,6 @@ import (
 	"log/slog"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/pgrun/pgrun"
 )
 
 // A finished attempt's outcome outlives an outage longer than one report try: the
@@ -23,19 +19,7 @@ func TestFinishedOutcomesOutliveALongOutage(t *testing.T) {
 	srv := newPrivateServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cfg, err := pgxpool.ParseConfig(srv.url())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 8
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	if err := pgrun.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
+	pool := srv.migratedPool(ctx)
 
 	r := newRunner(pool, Config{
 		WorkerID:            "w-keep",

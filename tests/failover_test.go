@@ -512,6 +512,7 @@ func watchIdle(t *testing.T, ctx context.Context, pool *pgxpool.Pool, rec *runRe
 // whose commit was acknowledged.
 type enqueuer struct {
 	pool *pgxpool.Pool
+	kind string // the jobs' kind: "work" when empty
 	mu   sync.Mutex
 	ids  []int64
 	halt context.CancelFunc
@@ -553,12 +554,21 @@ func (e *enqueuer) stop() {
 func (e *enqueuer) enqueueOne(ctx context.Context, ms int64) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	j, err := pgrun.Enqueue(ctx, e.pool, "work", workArgs{MS: ms})
+	kind := e.kind
+	if kind == "" {
+		kind = "work"
+	}
+	j, err := pgrun.Enqueue(ctx, e.pool, kind, workArgs{MS: ms})
 	if err != nil {
 		return // not acknowledged: the caller would retry; it is not counted
 	}
+	e.add(j.ID)
+}
+
+// add counts jobs enqueued (and acknowledged) by other means.
+func (e *enqueuer) add(ids ...int64) {
 	e.mu.Lock()
-	e.ids = append(e.ids, j.ID)
+	e.ids = append(e.ids, ids...)
 	e.mu.Unlock()
 }
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -150,7 +149,7 @@ type haScenario struct {
 	lease   time.Duration
 	slots   int
 	url     string // the runners'
-	enq     haEnqueuer
+	enq     enqueuer
 	idle    haIdleSampler
 	outage  time.Duration // the longest a runner found the database unreachable
 }
@@ -179,7 +178,7 @@ func newHAScenario(t *testing.T, l *haLab, name, runnerURL string, lease time.Du
 	for _, r := range runners {
 		s.startRunner(r)
 	}
-	s.enq.pool = s.admin
+	s.enq.pool, s.enq.kind = s.admin, "sleep"
 	s.idle.start(ctx, s.admin)
 	t.Cleanup(s.enq.stop)
 	t.Cleanup(s.idle.stop)
@@ -352,67 +351,6 @@ func (s *haScenario) outcomes() (map[string]map[string]int, map[int64][]haLine, 
 		}
 	}
 	return counts, done, refused
-}
-
-// haEnqueuer enqueues sleep jobs at a rate, one transaction each, and keeps the ids
-// whose commit was acknowledged.
-type haEnqueuer struct {
-	pool *pgxpool.Pool
-	mu   sync.Mutex
-	ids  []int64
-	halt context.CancelFunc
-	done chan struct{}
-}
-
-func (e *haEnqueuer) start(ctx context.Context, perSecond int, minMS, maxMS int64) {
-	e.stop()
-	ctx, e.halt = context.WithCancel(ctx)
-	e.done = make(chan struct{})
-	go func() {
-		defer close(e.done)
-		tick := time.NewTicker(time.Second / time.Duration(perSecond))
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				e.one(ctx, minMS+rand.Int64N(maxMS-minMS+1))
-			}
-		}
-	}()
-}
-
-func (e *haEnqueuer) one(ctx context.Context, ms int64) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	j, err := pgrun.Enqueue(ctx, e.pool, "sleep", workArgs{MS: ms})
-	if err != nil {
-		return // not acknowledged: a caller would retry; not counted
-	}
-	e.mu.Lock()
-	e.ids = append(e.ids, j.ID)
-	e.mu.Unlock()
-}
-
-func (e *haEnqueuer) add(ids ...int64) {
-	e.mu.Lock()
-	e.ids = append(e.ids, ids...)
-	e.mu.Unlock()
-}
-
-func (e *haEnqueuer) stop() {
-	if e.halt != nil {
-		e.halt()
-		<-e.done
-		e.halt = nil
-	}
-}
-
-func (e *haEnqueuer) ackedIDs() []int64 {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return append([]int64(nil), e.ids...)
 }
 
 // haIdleSampler samples, every 250 ms, the running claims whose lease has run out
