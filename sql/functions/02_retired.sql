@@ -20,7 +20,7 @@ drop function if exists pgrun.may_take_cold(pgrun.jobs, text, text[], text[], ti
 -- from 38_claim_keys.sql (an internal helper of claim_keyed, never granted: it
 -- takes the queue's front and returns each job's priority and run_at now)
 drop function if exists pgrun.claim_front(text, timestamptz, integer, smallint[], interval, text[], text, text[],
-                                          text[], text[], interval, bigint[]); -- retired in version 8
+                                          text[], text[], interval, bigint[]); -- retired in version 9
 
 -- from 62_maintain.sql (an internal helper of maintain, never granted: it takes a
 -- step's own counts now)
