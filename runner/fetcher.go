@@ -58,11 +58,6 @@ type fetcher struct {
 	// ratePeriod is the window of the queue's rate limit as the last look
 	// (peersLoop) read it, 0 without one, and ratePeriodUnknown before any look.
 	ratePeriod atomic.Int64
-	// claimCap is the most jobs one claim of the queue takes as the last look read it
-	// (pgrun.fair_claim_max for a fair queue), 0 for no cap of the queue's own: a
-	// claim asks for no more, so that one that brings the cap is full (a backlog), not
-	// short (the queue ran dry).
-	claimCap atomic.Int64
 	// yield is how many jobs the last claim brought: the next claim's rows are
 	// scanned into an array sized for about twice that (capped at what it asks for),
 	// so that a queue with little due does not allocate room for a full claim.
@@ -201,16 +196,7 @@ func (f *fetcher) prefetch() int {
 	if rtt <= 0 || run <= 0 {
 		return 0
 	}
-	return int(min(float64(f.slots)*rtt/run, float64(f.maxClaim())))
-}
-
-// maxClaim is the most jobs one claim asks for: Config.MaxClaim, or the queue's own
-// cap (claimCap) where that is lower.
-func (f *fetcher) maxClaim() int {
-	if c := int(f.claimCap.Load()); c > 0 && c < f.r.cfg.MaxClaim {
-		return c
-	}
-	return f.r.cfg.MaxClaim
+	return int(min(float64(f.slots)*rtt/run, float64(f.r.cfg.MaxClaim)))
 }
 
 // free is the capacity that neither runs a job, waits in the buffer, nor waits for a
@@ -226,7 +212,7 @@ func (f *fetcher) free() int {
 // most a full claim. With prefetch the capacity is about twice a claim, so a backlog
 // is claimed in full claims (fewer, larger round trips and commits: +20% burn-down
 // against claims of half the capacity).
-func (f *fetcher) want() int { return max(1, min((f.slots+f.prefetch())/2, f.maxClaim())) }
+func (f *fetcher) want() int { return max(1, min((f.slots+f.prefetch())/2, f.r.cfg.MaxClaim)) }
 
 // claimErrorBackoff is how long a fetcher waits after a claim failed for a reason
 // other than an unreachable database (which waits outageWait, cut short when the
@@ -391,7 +377,7 @@ func (f *fetcher) launch(ctx context.Context, results chan<- claimed) {
 		}
 		f.inflight++
 		f.sent = f.wakes
-		f.send(ctx, results, min(free, f.maxClaim()), f.resume.next(), false)
+		f.send(ctx, results, min(free, f.r.cfg.MaxClaim), f.resume.next(), false)
 	}
 }
 

@@ -49,9 +49,6 @@ type queueLook struct {
 	// roomy: it has neither max_running nor concurrency_limit, so a completion makes
 	// no room that a claim waits for (see execution.recordSoon).
 	roomy bool
-	// claimCap is the most jobs one claim of it takes, 0 for no cap of its own (see
-	// fetcher.claimCap).
-	claimCap int
 }
 
 // lookForPeers reads the peers and the rate limit of every queue this runner serves,
@@ -63,10 +60,9 @@ func (r *Runner) lookForPeers(ctx context.Context) {
 		var peers int32
 		var periodUS int64
 		var announces bool
-		var claimCap int32
-		_, err = pgx.ForEachRow(rows, []any{&queue, &peers, &periodUS, &announces, &claimCap}, func() error {
+		_, err = pgx.ForEachRow(rows, []any{&queue, &peers, &periodUS, &announces}, func() error {
 			r.looked(queue, queueLook{shared: peers > 0, ratePeriod: time.Duration(periodUS) * time.Microsecond,
-				roomy: !announces, claimCap: int(claimCap)})
+				roomy: !announces})
 			return nil
 		})
 	}
@@ -93,7 +89,6 @@ func (r *Runner) looked(queue string, l queueLook) {
 func (f *fetcher) apply(l queueLook) {
 	f.shared.Store(l.shared)
 	f.roomy.Store(l.roomy)
-	f.claimCap.Store(int64(l.claimCap))
 	if old := f.ratePeriod.Swap(int64(l.ratePeriod)); l.ratePeriod > 0 && old != int64(l.ratePeriod) {
 		f.wake()
 	}

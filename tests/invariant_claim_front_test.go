@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -104,21 +103,4 @@ func TestClaimFrontKeylessTurnLooksFurtherEachTurn(t *testing.T) {
 	var restAt time.Time
 	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select keyless_at from pgrun.fair_cursors where queue = 'fair'`).Scan(&restAt))
 	require.True(t, restAt.After(c.Now().Add(-60*time.Millisecond)), "a turn found none and rests until %s", restAt)
-}
-
-// A claim of a fair queue takes at most pgrun.fair_claim_max() jobs, however many it
-// asks for; a queue without fairness takes all it asks for.
-func TestFairClaimTakesAtMostFairClaimMax(t *testing.T) {
-	b := testkit.Setup(t)
-	testkit.ExecAll(t, b, `select pgrun.set_queue('fair', fair_by => 'concurrency_key')`, `select pgrun.set_queue('plain')`)
-	for _, q := range []string{"fair", "plain"} {
-		for k := range 10 {
-			enqueueKeyed(t, b, q, fmt.Sprintf("k%d", k), 50, time.Hour)
-		}
-	}
-	var most int
-	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select pgrun.fair_claim_max()`).Scan(&most))
-	require.Equal(t, 128, most)
-	require.Equal(t, most, claimCount(t, b.Pool, "fair", "w", 400))
-	require.Equal(t, 400, claimCount(t, b.Pool, "plain", "w", 400))
 }

@@ -67,26 +67,22 @@ func TestQueuePeersSaysWhichQueuesAnnounceRoom(t *testing.T) {
 		`select pgrun.set_queue('plain')`,
 		`select pgrun.set_queue('capped', max_running => 2)`,
 		`select pgrun.set_queue('keyed', concurrency_limit => 1)`,
-		`select pgrun.set_queue('rated', rate_limit => 5, rate_period => '1 second')`,
-		`select pgrun.set_queue('fair', fair_by => 'tenant')`)
+		`select pgrun.set_queue('rated', rate_limit => 5, rate_period => '1 second')`)
 	p := testkit.AsRole(t, b, "pgrun_worker")
 	testkit.Allowed(t, b, p, `select pgrun.worker_heartbeat('w', 'h', 1, array['plain'])`)
-	rows, err := p.Query(b.Ctx, sqlapi.QueuePeers, "w", []string{"plain", "capped", "keyed", "rated", "fair", "none"})
+	rows, err := p.Query(b.Ctx, sqlapi.QueuePeers, "w", []string{"plain", "capped", "keyed", "rated", "none"})
 	require.NoError(t, err)
 	got := map[string]bool{}
 	rate := map[string]int64{}
-	caps := map[string]int32{}
 	for rows.Next() {
 		var queue string
-		var peers, claimCap int32
+		var peers int32
 		var periodUS int64
 		var announces bool
-		require.NoError(t, rows.Scan(&queue, &peers, &periodUS, &announces, &claimCap))
-		got[queue], rate[queue], caps[queue] = announces, periodUS, claimCap
+		require.NoError(t, rows.Scan(&queue, &peers, &periodUS, &announces))
+		got[queue], rate[queue] = announces, periodUS
 	}
 	require.NoError(t, rows.Err())
-	require.Equal(t, map[string]bool{"plain": false, "capped": true, "keyed": true, "rated": false, "fair": false, "none": false}, got)
-	require.Equal(t, map[string]int64{"plain": 0, "capped": 0, "keyed": 0, "rated": 1_000_000, "fair": 0, "none": 0}, rate)
-	require.Equal(t, map[string]int32{"plain": 0, "capped": 0, "keyed": 0, "rated": 0, "fair": 128, "none": 0}, caps,
-		"a fair queue's claims are capped (pgrun.fair_claim_max)")
+	require.Equal(t, map[string]bool{"plain": false, "capped": true, "keyed": true, "rated": false, "none": false}, got)
+	require.Equal(t, map[string]int64{"plain": 0, "capped": 0, "keyed": 0, "rated": 1_000_000, "none": 0}, rate)
 }

@@ -226,15 +226,6 @@ begin
     -- and locks the jobs. A fair claim's come back in their round-robin order (a runner
     -- starts the jobs of a claim larger than its free slots in the order they come);
     -- the others' in the UPDATE's, as the passes below return theirs.
-    --
-    -- A fair claim takes at most fair_claim_max jobs (fewer than asked is a short
-    -- claim, as when the queue runs dry). It holds the queue's row lock throughout and
-    -- costs more a job than a plain one, so a job of a small key enqueued while a large
-    -- claim runs waits for it: a runner whose prefetch had grown to claims of 525 jobs
-    -- (35-100 ms each) kept a small tenant's p99 start at 165 ms behind a large one.
-    if q.fair_by is not null then
-      v_left := least(v_left, pgrun.fair_claim_max());
-    end if;
     v_ids := pgrun.claim_keyed(q, worker, v_left, lease, v_now, kinds, v_tenant, models, v_servable, v_wait);
     if cardinality(v_ids) > 0 and q.fair_by is null then
       return query select * from pgrun.claim_locked(v_ids, worker, v_now, lease);

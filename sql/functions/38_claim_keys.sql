@@ -12,15 +12,6 @@
 -- then locked FOR UPDATE SKIP LOCKED (a job locked by something else, a cancel, is
 -- left for a later claim) and claimed by claim_locked.
 
--- fair_claim_max is the most jobs one claim of a fair queue takes (claim_jobs says
--- why): about 10 ms of a claim's work here.
-create or replace function pgrun.fair_claim_max()
-returns integer
-language sql
-immutable
-parallel safe
-return 128;
-
 -- effective_priority is a queued job's priority as the claim of a queue with
 -- priority_aging orders it (lower is more urgent): its priority less one level for
 -- every full aging it has been due (run_at before at). NULL aging: the priority. A

@@ -115,10 +115,9 @@ begin
                                    -- expression a dashboard's list inlines
                                    'job_matches',
                                    'max_priority', 'default_lease',
-                                   -- a queue's rate window (the runner reads it),
+                                   -- a queue's rate window (the runner reads it) and
                                    -- whether its room is announced (any UPDATE's trigger)
-                                   -- and a fair claim's cap (the runner reads it)
-                                   'rate_period', 'announces_room', 'fair_claim_max',
+                                   'rate_period', 'announces_room',
                                    -- a job's claim token, for its holder (active_jobs)
                                    'claim_token',
                                    -- the bounds of every input (docs/sql-api.md)
