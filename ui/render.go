@@ -148,6 +148,7 @@ var funcs = template.FuncMap{
 	"at":        func(t *time.Time) string { return stamp(t) },
 	"secs":      secs,
 	"num":       num,
+	"heldText":  heldText,
 	"pct":       pct,
 	"pretty":    pretty,
 	"deref":     deref,

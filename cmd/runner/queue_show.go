@@ -10,100 +10,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
+	"github.com/pgrun/pgrun/internal/queueview"
 	"github.com/pgrun/pgrun/internal/sqlapi"
 )
 
-// The rows of `runner queue show`, read with the dashboard's queue page statements
-// (internal/sqlapi/dashboard_queue.go).
-
-// showSettings is a queue's limits (sqlapi.DashboardQueue); intervals in seconds.
-type showSettings struct {
-	Queue              string     `db:"queue"`
-	Paused             bool       `db:"paused"`
-	MaxRunning         *int       `db:"max_running"`
-	RateLimit          *int       `db:"rate_limit"`
-	RatePeriodSecs     float64    `db:"rate_period_secs"`
-	RateWindowCount    *int       `db:"rate_window_count"`
-	RateWindowEnds     *time.Time `db:"rate_window_ends"`
-	ConcurrencyLimit   *int       `db:"concurrency_limit"`
-	KeyRateLimit       *int       `db:"key_rate_limit"`
-	KeyRatePeriodSecs  float64    `db:"key_rate_period_secs"`
-	FairBy             *string    `db:"fair_by"`
-	PriorityAgingSecs  *float64   `db:"priority_aging_secs"`
-	SequenceOnFailure  string     `db:"sequence_on_failure"`
-	DefaultLeaseSecs   *float64   `db:"default_lease_secs"`
-	DefaultTimeoutSecs *float64   `db:"default_timeout_secs"`
-	DefaultMaxAttempts *int       `db:"default_max_attempts"`
-	BackoffBaseSecs    *float64   `db:"backoff_base_secs"`
-	BackoffMaxSecs     *float64   `db:"backoff_max_secs"`
-	RetentionSecs      *float64   `db:"retention_secs"`
-	Archive            bool       `db:"archive"`
-	WarmWaitSecs       *float64   `db:"warm_wait_secs"`
-	Ephemeral          bool       `db:"ephemeral"`
-}
-
-// statsExactLimit is pgrun.stats_exact_limit(): queue_stats counts exactly up to it.
-const statsExactLimit = 10000
-
-// showCounts is the queue's line of queue_stats (sqlapi.DashboardQueueStats).
-type showCounts struct {
-	Queued           int64    `db:"queued"`
-	Scheduled        int64    `db:"scheduled"`
-	Running          int64    `db:"running"`
-	Pending          int64    `db:"pending"`
-	Waiting          int64    `db:"waiting"`
-	OldestQueuedSecs *float64 `db:"oldest_queued_secs"`
-	Succeeded1m      int64    `db:"succeeded_1m"`
-	Failed1m         int64    `db:"failed_1m"`
-	Cancelled1m      int64    `db:"cancelled_1m"`
-	Unhandled        int64    `db:"unhandled"`
-	Estimated        bool     `db:"estimated"`
-	Held             int64    `db:"held"`
-	KeysRunning      *int64   `db:"keys_running"`
-	KeyWindows       *int64   `db:"key_windows"`
-	KeysAtLimit      *int64   `db:"keys_at_limit"`
-	LiveWorkers      int64    `db:"live_workers"`
-}
-
-// showKey is a key using the per-key limits (pgrun.queue_keys).
-type showKey struct {
-	Key              string     `db:"key"`
-	Running          int64      `db:"running"`
-	ConcurrencyLimit *int       `db:"concurrency_limit"`
-	WindowCount      *int       `db:"window_count"`
-	KeyRateLimit     *int       `db:"key_rate_limit"`
-	WindowEnds       *time.Time `db:"window_ends"`
-	Room             *int       `db:"room"`
-	Queued           int64      `db:"queued"`
-	QueuedMore       bool       `db:"queued_more"`
-	KeysInUse        int64      `db:"keys_in_use"`
-}
-
-// showSequence is a sequence holding jobs (pgrun.queue_sequences).
-type showSequence struct {
-	Key        string  `db:"sequence_key"`
-	Tenant     *string `db:"tenant"`
-	HeadID     *int64  `db:"head_id"`
-	HeadStatus *string `db:"head_status"`
-	Held       int64   `db:"held"`
-	HeldMore   bool    `db:"held_more"`
-	FirstHeld  int64   `db:"first_held"`
-	Reason     *string `db:"reason"`
-	Stopped    bool    `db:"stopped"`
-}
-
-// showDue is a due job with what holds it (sqlapi.DashboardQueueDue).
-type showDue struct {
-	ID             int64     `db:"id"`
-	Kind           string    `db:"kind"`
-	Priority       int16     `db:"priority"`
-	RunAt          time.Time `db:"run_at"`
-	Attempt        int       `db:"attempt"`
-	ConcurrencyKey *string   `db:"concurrency_key"`
-	SequenceKey    *string   `db:"sequence_key"`
-	Tenant         *string   `db:"tenant"`
-	Blocker        *string   `db:"blocker"`
-}
+// The rows of `runner queue show` are the dashboard's queue page's
+// (internal/queueview), read with its statements (internal/sqlapi/dashboard_queue.go).
 
 // newQueueShowCmd prints one queue's flow control with its use now, as the
 // dashboard's queue page shows it: `runner queue list` has every queue's settings on
@@ -144,7 +56,7 @@ func readRows[T any](ctx context.Context, pool *pgxpool.Pool, sql string, args .
 }
 
 func showQueue(ctx context.Context, out io.Writer, pool *pgxpool.Pool, name string, rows int) error {
-	settings, err := readRows[showSettings](ctx, pool, sqlapi.DashboardQueue, name)
+	settings, err := readRows[queueview.Settings](ctx, pool, sqlapi.DashboardQueue, name)
 	if err != nil {
 		return fmt.Errorf("queue %s: %w", name, err)
 	}
@@ -152,25 +64,25 @@ func showQueue(ctx context.Context, out io.Writer, pool *pgxpool.Pool, name stri
 		return fmt.Errorf("queue %q not found (hint: list queues with `runner queue list`)", name)
 	}
 	q := settings[0]
-	counts, err := readRows[showCounts](ctx, pool, sqlapi.DashboardQueueStats, name)
+	counts, err := readRows[queueview.Counts](ctx, pool, sqlapi.DashboardQueueStats, name)
 	if err != nil {
 		return fmt.Errorf("queue %s counts: %w", name, err)
 	}
-	var c showCounts
+	var c queueview.Counts
 	if len(counts) == 1 {
 		c = counts[0]
 	}
-	var keys []showKey
+	var keys []queueview.Key
 	if q.ConcurrencyLimit != nil || q.KeyRateLimit != nil {
-		if keys, err = readRows[showKey](ctx, pool, sqlapi.DashboardQueueKeys, name, rows); err != nil {
+		if keys, err = readRows[queueview.Key](ctx, pool, sqlapi.DashboardQueueKeys, name, rows); err != nil {
 			return fmt.Errorf("queue %s keys: %w", name, err)
 		}
 	}
-	seqs, err := readRows[showSequence](ctx, pool, sqlapi.DashboardQueueSequences, name, rows+1)
+	seqs, err := readRows[queueview.Sequence](ctx, pool, sqlapi.DashboardQueueSequences, name, rows+1)
 	if err != nil {
 		return fmt.Errorf("queue %s sequences: %w", name, err)
 	}
-	due, err := readRows[showDue](ctx, pool, sqlapi.DashboardQueueDue, name, rows)
+	due, err := readRows[queueview.Due](ctx, pool, sqlapi.DashboardQueueDue, name, rows)
 	if err != nil {
 		return fmt.Errorf("queue %s due jobs: %w", name, err)
 	}
@@ -180,8 +92,8 @@ func showQueue(ctx context.Context, out io.Writer, pool *pgxpool.Pool, name stri
 	fmt.Fprintf(tw, "paused\t%t\n", q.Paused)
 	est := map[bool]string{true: "~", false: ""}[c.Estimated]
 	held := fmt.Sprint(c.Held)
-	if c.Held > statsExactLimit { // the count stops one past the limit
-		held = fmt.Sprintf("%d+", statsExactLimit)
+	if c.HeldPast() {
+		held = fmt.Sprintf("%d+", queueview.StatsExactLimit)
 	}
 	fmt.Fprintf(tw, "jobs\t%s%d due, %d scheduled, %d running, %d pending (%s held by sequences), %d waiting; %d live workers\n",
 		est, c.Queued, c.Scheduled, c.Running, c.Pending, held, c.Waiting, c.LiveWorkers)
