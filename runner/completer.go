@@ -335,25 +335,12 @@ func (c *completer) complete(batch []completion) {
 	case !c.draining.Load() && c.r.keep(c.r.reports, err):
 		c.r.log.Warn("could not record completions yet; keeping them until the database is back",
 			"jobs", len(batch), "err", err)
-		c.putBack(batch)
+		c.add(batch...) // back in the buffer: the next call takes it again
 	default:
 		c.r.log.Error("could not record completions; their leases will bring the jobs back",
 			"jobs", len(batch), "err", err)
 		c.ended(batch, nil, time.Since(start), err)
 	}
-}
-
-// putBack returns batch, which take handed out and a call could not record, to the
-// buffer, where the next call takes it again.
-func (c *completer) putBack(batch []completion) {
-	c.mu.Lock()
-	for _, x := range batch {
-		if x.soon {
-			c.soon++
-		}
-	}
-	c.buf = append(c.buf, batch...)
-	c.mu.Unlock()
 }
 
 // ended tells the outcome hooks how batch ended: done lists the ids complete_jobs
