@@ -15,6 +15,7 @@
 #
 #   scripts/flow-cpu-bench.sh              # 300 rounds (30,000 jobs) a case, 3 times
 #   ROUNDS=500 REPEAT=5 VACUUM=1 scripts/flow-cpu-bench.sh
+#   CASES="plain key_rate" scripts/flow-cpu-bench.sh   # some cases only (plain first)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 server=$(scripts/ensure-postgres.sh </dev/null | tail -n 1)
@@ -63,7 +64,7 @@ begin
 end $$;
 SQL
 
-cases="plain fair_key fair_tenant fair_key_10 key_rate aging"
+cases=${CASES:-"plain fair_key fair_tenant fair_key_10 key_rate aging"}
 settings() {
   case $1 in
     plain) echo "" ;;

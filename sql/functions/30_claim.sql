@@ -437,15 +437,20 @@ return model is null
 
 -- models_warm_elsewhere lists the models warm on live running workers other than
 -- worker: a warm_wait job of one of them is left to its worker (may_take_cold).
+-- PL/pgSQL, not SQL, as claim_pick (38_claim_keys.sql) says: every claim of a queue
+-- with flow control per key calls it, and a SQL function's statement was planned
+-- again at each call (0.2 ms a claim, with no worker to read).
 create or replace function pgrun.models_warm_elsewhere(worker text, at timestamptz)
 returns text[]
-language sql
+language plpgsql
 stable
 set search_path = pgrun, pg_catalog
 as $$
-  select array(select distinct m from pgrun.workers w cross join unnest(w.models) m
+begin
+  return array(select distinct m from pgrun.workers w cross join unnest(w.models) m
                where w.id <> worker and w.state = 'running' and pgrun.worker_alive(w, at)
-                 and m is not null)
+                 and m is not null);
+end;
 $$;
 
 -- claim_job is the one-job form of claim_jobs, for simple workers in any language: it

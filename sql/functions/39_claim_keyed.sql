@@ -457,8 +457,23 @@ begin
                                    and x.window_start <= at - pgrun.rate_period(q.key_rate_period) - interval '1 minute'
                                  order by x.window_start limit 1000);
     end if;
+    -- The windows that exist are counted by an UPDATE, the rest inserted: an upsert
+    -- locks each conflicting row before it updates it, a second write a key. Only the
+    -- claims of this queue, under its row lock, write its windows, so no window
+    -- appears between the two; the ON CONFLICT stays as the guard that keeps the count
+    -- exact if one did.
+    with c as (select c.ck, count(*)::integer as n from unnest(v_cks) c(ck) where c.ck is not null group by c.ck),
+    up as (
+      update pgrun.key_rate_windows w
+      set window_start = case when w.window_start + pgrun.rate_period(q.key_rate_period) > at then w.window_start
+                              else at end,
+          count = case when w.window_start + pgrun.rate_period(q.key_rate_period) > at then w.count + c.n
+                       else c.n end
+      from c where w.queue = q.name and w.key = c.ck
+      returning w.key
+    )
     insert into pgrun.key_rate_windows as w (queue, key, window_start, count)
-    select q.name, c.ck, at, count(*) from unnest(v_cks) c(ck) where c.ck is not null group by c.ck
+    select q.name, c.ck, at, c.n from c where not exists (select 1 from up where up.key = c.ck)
     on conflict (queue, key) do update
     set window_start = case when w.window_start + pgrun.rate_period(q.key_rate_period) > at then w.window_start
                             else excluded.window_start end,
