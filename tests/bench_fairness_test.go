@@ -76,6 +76,8 @@ func fairnessLatency(b *testing.B, fair, vacuum bool) (p50, p99, aLeft float64) 
 	}
 	tick.Stop()
 	aLeft = float64(countRowsTB(b, db, `select count(*) from pgrun.jobs where tenant = 'A' and status = 'queued'`))
+	st := r.Stats()
+	b.Logf("fair=%v vacuum=%v: %.0f jobs a claim, %d claims", fair, vacuum, float64(st.Claimed)/float64(max(st.ClaimCalls, 1)), st.ClaimCalls)
 	testkit.Eventually(b, 5*time.Minute, "B's jobs started", func() bool {
 		return countRowsTB(b, db, `select count(*) from pgrun.jobs where tenant = 'B' and started_at is null`) == 0
 	})
