@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgrun/pgrun/internal/testdb"
 	"github.com/pgrun/pgrun/internal/testkit"
 	"github.com/pgrun/pgrun/runner"
 )
@@ -166,6 +168,7 @@ func burnDownCases(b *testing.B, cases []burnDownCase) {
 					c.keys, c.keys, n))
 			}
 			testkit.ExecAll(b, db, `vacuum analyze pgrun.jobs`)
+			checkpoint(b)
 			r := benchRunner(db.Pool, 200)
 			testkit.Handle(b, r, "work", func(context.Context, *runner.Job[struct{}]) (any, error) { return nil, nil })
 			began := time.Now()
@@ -219,4 +222,17 @@ func vacuumEvery(db *testkit.DB, d time.Duration) (stop func()) {
 		}
 	}()
 	return func() { cancel(); <-done }
+}
+
+// checkpoint writes the server's dirty pages out (as its superuser: CHECKPOINT is
+// theirs), so that a burn-down starts with none of the case before it left to write
+// and pays the full-page images of its own first touches only: without it a case that
+// followed a 100,000-row insert and vacuum paid for them at random.
+func checkpoint(b *testing.B) {
+	b.Helper()
+	conn, err := pgx.Connect(context.Background(), testdb.ServerURL())
+	require.NoError(b, err)
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(context.Background(), `checkpoint`)
+	require.NoError(b, err)
 }
