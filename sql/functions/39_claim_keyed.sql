@@ -469,7 +469,9 @@ begin
                               else at end,
           count = case when w.window_start + pgrun.rate_period(q.key_rate_period) > at then w.count + c.n
                        else c.n end
-      from c where w.queue = q.name and w.key = c.ck
+      -- The keys as an array too, so that the windows are read by primary key (as a
+      -- join alone, the plan read every window of the queue).
+      from c where w.queue = q.name and w.key = any (array(select c.ck from c)) and w.key = c.ck
       returning w.key
     )
     insert into pgrun.key_rate_windows as w (queue, key, window_start, count)

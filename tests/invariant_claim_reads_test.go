@@ -1,0 +1,98 @@
+package tests
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgrun/pgrun/internal/testkit"
+)
+
+// What a claim of a queue with flow control per key reads (sql/functions/38_claim_keys.sql):
+// the keys it serves, never the whole queue. Its statements are planned once per
+// session (generic plans), so a plan chosen for a queue whose statistics saw one big
+// key must still read a small key's jobs by that key's index. Each test counts the
+// index tuples the claims read (pg_stat_user_indexes, flushed by the claiming
+// session), which does not depend on the machine's speed.
+
+// indexReads returns how many index tuples scans of index have read in b's database,
+// as of the stats flushed so far.
+func indexReads(t *testing.T, b *testkit.DB, index string) int64 {
+	t.Helper()
+	var n int64
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select pg_stat_clear_snapshot()`).Scan(new(any)))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select coalesce(sum(idx_tup_read), 0)::bigint from pg_stat_user_indexes
+		where schemaname = 'pgrun' and indexrelname = $1`, index).Scan(&n))
+	return n
+}
+
+// claimOnOneSession runs the claims on one connection (so that their plans are that
+// session's generic ones) and flushes its statistics before it goes back to the pool.
+func claimOnOneSession(t *testing.T, pool *pgxpool.Pool, stmts ...string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	for _, s := range stmts {
+		_, err := conn.Exec(ctx, s)
+		require.NoError(t, err, s)
+	}
+	_, err = conn.Exec(ctx, `select pg_stat_force_next_flush()`)
+	require.NoError(t, err)
+	// The flush happens when the session next goes idle after a statement.
+	_, err = conn.Exec(ctx, `select 1`)
+	require.NoError(t, err)
+}
+
+// A fair queue by tenant whose statistics saw tenant A alone (20,000 jobs): claims that
+// take tenant B's few jobs in their rounds read B's and A's jobs by the tenant index,
+// not the queue's claim index filtered by tenant (which read all of A's jobs, 85,000
+// rows, 56 ms a claim, behind a 200,000-job tenant). B's jobs are in the first claim.
+func TestFairClaimsReadASmallKeyByItsIndex(t *testing.T) {
+	b := testkit.Setup(t)
+	testkit.ExecAll(t, b,
+		`select pgrun.set_queue('fair', fair_by => 'tenant')`,
+		`insert into pgrun.jobs (kind, queue, tenant) select 'work', 'fair', 'A' from generate_series(1, 20000)`,
+		`vacuum analyze pgrun.jobs`,
+		`insert into pgrun.jobs (kind, queue, tenant) select 'work', 'fair', 'B' from generate_series(1, 3)`)
+	before := indexReads(t, b, "jobs_claim_idx")
+	claimOnOneSession(t, b.Pool,
+		`select count(*) from pgrun.claim_jobs('fair', 'w', 100)`,
+		`insert into pgrun.jobs (kind, queue, tenant) select 'work', 'fair', 'B' from generate_series(1, 3)`,
+		`select count(*) from pgrun.claim_jobs('fair', 'w', 100)`,
+		`insert into pgrun.jobs (kind, queue, tenant) select 'work', 'fair', 'B' from generate_series(1, 3)`,
+		`select count(*) from pgrun.claim_jobs('fair', 'w', 100)`)
+	read := indexReads(t, b, "jobs_claim_idx") - before
+	// The keyless turn looks through at most 256 jobs of the queue's order a claim.
+	require.LessOrEqual(t, read, int64(3*256), "the claims read %d entries of the queue's claim index", read)
+	require.Equal(t, 0, countRowsTB(t, b, `select count(*) from pgrun.jobs where tenant = 'B' and status = 'queued'`),
+		"every B job was claimed in the claim after its enqueue")
+	require.Equal(t, 300, countRowsTB(t, b, `select count(*) from pgrun.jobs where status = 'running'`))
+}
+
+// A per-key rate over 1,000 keys: a claim of 100 reads each key's window by its
+// primary key, not every window of the queue (1,000 a claim, 3.7 ms), whatever the
+// windows' statistics say (here none: the table was never analyzed).
+func TestKeyRateClaimsReadTheirKeysWindowsOnly(t *testing.T) {
+	b := testkit.Setup(t)
+	testkit.ExecAll(t, b,
+		`select pgrun.set_queue('rated', key_rate_limit => 1000000, key_rate_period => '1 hour')`,
+		`insert into pgrun.jobs (kind, queue, concurrency_key) select 'work', 'rated', 'k' || i from generate_series(1, 1000) i`,
+		`select count(*) from pgrun.claim_jobs('rated', 'w', 1000)`, // every key's window
+		`insert into pgrun.jobs (kind, queue, concurrency_key) select 'work', 'rated', 'k' || i from generate_series(1, 1000) i`)
+	require.Equal(t, 1000, countRowsTB(t, b, `select count(*) from pgrun.key_rate_windows`))
+	before := indexReads(t, b, "key_rate_windows_start_idx") + indexReads(t, b, "key_rate_windows_pkey")
+	claimOnOneSession(t, b.Pool,
+		`select count(*) from pgrun.claim_jobs('rated', 'w', 100)`,
+		`select count(*) from pgrun.claim_jobs('rated', 'w', 100)`,
+		`select count(*) from pgrun.claim_jobs('rated', 'w', 100)`)
+	read := indexReads(t, b, "key_rate_windows_start_idx") + indexReads(t, b, "key_rate_windows_pkey") - before
+	// Three claims of 100 keys: a look and a count for each key, about 600 reads.
+	require.LessOrEqual(t, read, int64(3*100*3), "the claims read %d window index entries", read)
+	require.Equal(t, 1300, countRowsTB(t, b, `select count(*) from pgrun.jobs where status = 'running'`))
+	require.Equal(t, 1300, countRowsTB(t, b, `select sum(count)::int from pgrun.key_rate_windows`),
+		"every claimed job counted in its key's window")
+}
