@@ -146,6 +146,8 @@ declare
   v_next_kl    timestamptz;
   v_pruned_at  timestamptz;
   v_prune      boolean := false;
+  v_wkeys      text[];            -- per-key rate: the claim's keys, and each one's count
+  v_wcounts    jsonb;
 begin
   if q.priority_aging is not null then
     v_levels := pgrun.claim_levels(q.name);
@@ -461,21 +463,27 @@ begin
     -- locks each conflicting row before it updates it, a second write a key. Only the
     -- claims of this queue, under its row lock, write its windows, so no window
     -- appears between the two; the ON CONFLICT stays as the guard that keeps the count
-    -- exact if one did.
-    with c as (select c.ck, count(*)::integer as n from unnest(v_cks) c(ck) where c.ck is not null group by c.ck),
-    up as (
+    -- exact if one did. The UPDATE names its keys as an array (read by primary key)
+    -- and takes each key's count from a map of the keys that took more than one job
+    -- (most claims take one a key: then the map is empty), not a join: joined to the
+    -- keys, its plans read every window of the queue, or matched the keys pairwise
+    -- (360,000 comparisons, 69 ms a claim of 600).
+    select coalesce(array_agg(c.ck), '{}'), coalesce(jsonb_object_agg(c.ck, c.n) filter (where c.n > 1), '{}')
+    into v_wkeys, v_wcounts
+    from (select c.ck, count(*)::integer as n from unnest(v_cks) c(ck) where c.ck is not null group by c.ck) c;
+    with up as (
       update pgrun.key_rate_windows w
       set window_start = case when w.window_start + pgrun.rate_period(q.key_rate_period) > at then w.window_start
                               else at end,
-          count = case when w.window_start + pgrun.rate_period(q.key_rate_period) > at then w.count + c.n
-                       else c.n end
-      -- The keys as an array too, so that the windows are read by primary key (as a
-      -- join alone, the plan read every window of the queue).
-      from c where w.queue = q.name and w.key = any (array(select c.ck from c)) and w.key = c.ck
+          count = case when w.window_start + pgrun.rate_period(q.key_rate_period) > at
+                       then w.count + coalesce((v_wcounts ->> w.key)::integer, 1)
+                       else coalesce((v_wcounts ->> w.key)::integer, 1) end
+      where w.queue = q.name and w.key = any (v_wkeys)
       returning w.key
     )
     insert into pgrun.key_rate_windows as w (queue, key, window_start, count)
-    select q.name, c.ck, at, c.n from c where not exists (select 1 from up where up.key = c.ck)
+    select q.name, k.k, at, coalesce((v_wcounts ->> k.k)::integer, 1)
+    from unnest(v_wkeys) k(k) where not exists (select 1 from up where up.key = k.k)
     on conflict (queue, key) do update
     set window_start = case when w.window_start + pgrun.rate_period(q.key_rate_period) > at then w.window_start
                             else excluded.window_start end,
