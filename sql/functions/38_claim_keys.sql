@@ -353,7 +353,8 @@ begin
     from unnest(keys, caps) with ordinality w(k, cap, pos)
     cross join lateral (
       select c.id, c.concurrency_key, c.priority, c.run_at from pgrun.jobs c
-      where c.queue = claim_key_jobs.queue and c.status = 'queued' and c.tenant >= w.k and c.tenant <= w.k and c.run_at <= at
+      where c.queue = claim_key_jobs.queue and c.status = 'queued' and c.tenant >= w.k and c.tenant <= w.k
+        and c.run_at <= at
         and (kinds is null or c.kind = any (kinds))
         and (claim_key_jobs.tenant is null or c.tenant = claim_key_jobs.tenant)
         and (c.model is null or pgrun.may_take_cold(c.model, c.model_required, c.run_at, models, servable,
@@ -374,8 +375,8 @@ begin
           cross join unnest(levels) lv(p)
           cross join lateral (
             select c.id, c.concurrency_key, c.priority, c.run_at from pgrun.jobs c
-            where c.queue = claim_key_jobs.queue and c.status = 'queued' and c.tenant >= w.k and c.tenant <= w.k and c.priority = lv.p
-              and c.run_at <= at
+            where c.queue = claim_key_jobs.queue and c.status = 'queued' and c.tenant >= w.k and c.tenant <= w.k
+              and c.priority = lv.p and c.run_at <= at
               and (kinds is null or c.kind = any (kinds))
               and (claim_key_jobs.tenant is null or c.tenant = claim_key_jobs.tenant)
               and (c.model is null or pgrun.may_take_cold(c.model, c.model_required, c.run_at, models, servable,
@@ -392,7 +393,8 @@ begin
     from unnest(keys, caps) with ordinality w(k, cap, pos)
     cross join lateral (
       select c.id, c.concurrency_key, c.priority, c.run_at from pgrun.jobs c
-      where c.queue = claim_key_jobs.queue and c.status = 'queued' and c.concurrency_key >= w.k and c.concurrency_key <= w.k and c.run_at <= at
+      where c.queue = claim_key_jobs.queue and c.status = 'queued' and c.concurrency_key >= w.k
+        and c.concurrency_key <= w.k and c.run_at <= at
         and (kinds is null or c.kind = any (kinds))
         and (claim_key_jobs.tenant is null or c.tenant = claim_key_jobs.tenant)
         and (c.model is null or pgrun.may_take_cold(c.model, c.model_required, c.run_at, models, servable,
@@ -413,8 +415,8 @@ begin
           cross join unnest(levels) lv(p)
           cross join lateral (
             select c.id, c.concurrency_key, c.priority, c.run_at from pgrun.jobs c
-            where c.queue = claim_key_jobs.queue and c.status = 'queued' and c.concurrency_key >= w.k and c.concurrency_key <= w.k
-              and c.priority = lv.p and c.run_at <= at
+            where c.queue = claim_key_jobs.queue and c.status = 'queued' and c.concurrency_key >= w.k
+              and c.concurrency_key <= w.k and c.priority = lv.p and c.run_at <= at
               and (kinds is null or c.kind = any (kinds))
               and (claim_key_jobs.tenant is null or c.tenant = claim_key_jobs.tenant)
               and (c.model is null or pgrun.may_take_cold(c.model, c.model_required, c.run_at, models, servable,
