@@ -148,6 +148,7 @@ declare
   v_prune      boolean := false;
   v_wkeys      text[];            -- per-key rate: the claim's keys, and each one's count
   v_wcounts    jsonb;
+  v_wtids      tid[];
 begin
   if q.priority_aging is not null then
     v_levels := pgrun.claim_levels(q.name);
@@ -462,15 +463,21 @@ begin
     -- The windows that exist are counted by an UPDATE, the rest inserted: an upsert
     -- locks each conflicting row before it updates it, a second write a key. Only the
     -- claims of this queue, under its row lock, write its windows, so no window
-    -- appears between the two; the ON CONFLICT stays as the guard that keeps the count
-    -- exact if one did. The UPDATE names its keys as an array (read by primary key)
-    -- and takes each key's count from a map of the keys that took more than one job
-    -- (most claims take one a key: then the map is empty), not a join: joined to the
-    -- keys, its plans read every window of the queue, or matched the keys pairwise
-    -- (360,000 comparisons, 69 ms a claim of 600).
+    -- appears or moves between the look and the write; the ON CONFLICT stays as the
+    -- guard that keeps the count exact if one did. The windows are found one key at a
+    -- time by primary key (a lateral probe, as key_rooms reads them) and updated by
+    -- their row address, each key's count taken from a map of the keys that took more
+    -- than one job (most claims take one a key: then the map is empty). Every
+    -- set-wise form was planned badly by some database's generic plan: joined to the
+    -- keys it read every window of the queue, or matched the keys pairwise (360,000
+    -- comparisons, 69 ms a claim of 600); with the keys as an array it filtered every
+    -- window of the queue by them (11 ms a claim).
     select coalesce(array_agg(c.ck), '{}'), coalesce(jsonb_object_agg(c.ck, c.n) filter (where c.n > 1), '{}')
     into v_wkeys, v_wcounts
     from (select c.ck, count(*)::integer as n from unnest(v_cks) c(ck) where c.ck is not null group by c.ck) c;
+    v_wtids := array(select w.ctid from unnest(v_wkeys) k(k)
+                     cross join lateral (select w.ctid from pgrun.key_rate_windows w
+                                         where w.queue = q.name and w.key = k.k limit 1) w);
     with up as (
       update pgrun.key_rate_windows w
       set window_start = case when w.window_start + pgrun.rate_period(q.key_rate_period) > at then w.window_start
@@ -478,7 +485,7 @@ begin
           count = case when w.window_start + pgrun.rate_period(q.key_rate_period) > at
                        then w.count + coalesce((v_wcounts ->> w.key)::integer, 1)
                        else coalesce((v_wcounts ->> w.key)::integer, 1) end
-      where w.queue = q.name and w.key = any (v_wkeys)
+      where w.ctid = any (v_wtids)
       returning w.key
     )
     insert into pgrun.key_rate_windows as w (queue, key, window_start, count)
