@@ -23,10 +23,12 @@ import (
 // Its capacity is its slots plus a prefetch allowance (see prefetch): jobs claimed
 // beyond the free slots wait in a small local buffer and start as slots free up.
 type fetcher struct {
-	r      *Runner
-	queue  string
-	slots  int
-	wakeCh chan struct{}
+	r     *Runner
+	queue string
+	slots int
+	// maxClaim caps one claim: the runner's MaxClaim, or the queue's if lower.
+	maxClaim int
+	wakeCh   chan struct{}
 	// freedCh tells run that slots were freed (or passed to buffered jobs) since it
 	// last looked; coalesced, one wake-up for any number of them.
 	freedCh chan struct{}
@@ -118,11 +120,12 @@ type claimed struct {
 
 func newFetcher(r *Runner, queue string, slots int) *fetcher {
 	f := &fetcher{
-		r:       r,
-		queue:   queue,
-		slots:   slots,
-		wakeCh:  make(chan struct{}, 1),
-		freedCh: make(chan struct{}, 1),
+		r:        r,
+		queue:    queue,
+		slots:    slots,
+		maxClaim: r.cfg.MaxClaim,
+		wakeCh:   make(chan struct{}, 1),
+		freedCh:  make(chan struct{}, 1),
 	}
 	f.ratePeriod.Store(ratePeriodUnknown)
 	f.claimFn = f.claim
@@ -196,7 +199,7 @@ func (f *fetcher) prefetch() int {
 	if rtt <= 0 || run <= 0 {
 		return 0
 	}
-	return int(min(float64(f.slots)*rtt/run, float64(f.r.cfg.MaxClaim)))
+	return int(min(float64(f.slots)*rtt/run, float64(f.maxClaim)))
 }
 
 // free is the capacity that neither runs a job, waits in the buffer, nor waits for a
@@ -212,7 +215,7 @@ func (f *fetcher) free() int {
 // most a full claim. With prefetch the capacity is about twice a claim, so a backlog
 // is claimed in full claims (fewer, larger round trips and commits: +20% burn-down
 // against claims of half the capacity).
-func (f *fetcher) want() int { return max(1, min((f.slots+f.prefetch())/2, f.r.cfg.MaxClaim)) }
+func (f *fetcher) want() int { return max(1, min((f.slots+f.prefetch())/2, f.maxClaim)) }
 
 // claimErrorBackoff is how long a fetcher waits after a claim failed for a reason
 // other than an unreachable database (which waits outageWait, cut short when the
@@ -377,7 +380,7 @@ func (f *fetcher) launch(ctx context.Context, results chan<- claimed) {
 		}
 		f.inflight++
 		f.sent = f.wakes
-		f.send(ctx, results, min(free, f.r.cfg.MaxClaim), f.resume.next(), false)
+		f.send(ctx, results, min(free, f.maxClaim), f.resume.next(), false)
 	}
 }
 

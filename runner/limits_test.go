@@ -161,3 +161,34 @@ func TestWakeUpDuringAClaimSendsAnother(t *testing.T) {
 		})
 	}
 }
+
+// A queue's own MaxClaim caps each of its claims below the runner's: ten slots, a cap
+// of three, forty jobs enqueued at once into a fair queue. Every claim carries one
+// random half in its jobs' claim tokens, so the tokens count each claim's jobs. The
+// other queue, without a cap of its own, claims as many as its slots free.
+func TestQueueMaxClaimCapsEachClaim(t *testing.T) {
+	b := testkit.Setup(t)
+	testkit.ExecAll(t, b, `select pgrun.set_queue('fair', fair_by => 'tenant')`,
+		`insert into pgrun.jobs (kind, queue, tenant) select 'noop', q, 't' || (i % 4)
+		 from generate_series(1, 40) i, unnest(array['fair', 'plain']) q`)
+	r := testkit.NewRunner(b.Pool, runner.Config{
+		Queues: map[string]runner.QueueConfig{"fair": {Workers: 10, MaxClaim: 3}, "plain": {Workers: 10}},
+	})
+	testkit.StartRunner(t, r)
+	testkit.Eventually(t, 20*time.Second, "every job to succeed", func() bool {
+		var n int
+		require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.jobs where status = 'succeeded'`).Scan(&n))
+		return n == 80
+	})
+	largest := func(queue string) int {
+		var n int
+		require.NoError(t, b.Pool.QueryRow(b.Ctx, `select max(c) from (select count(*) as c from pgrun.jobs
+			where queue = $1 group by left(replace(claim_id::text, '-', ''), 16)) x`, queue).Scan(&n))
+		return n
+	}
+	require.LessOrEqual(t, largest("fair"), 3, "the largest claim of the queue capped at 3")
+	require.Greater(t, largest("plain"), 3, "the largest claim of the queue without a cap")
+
+	_, err := runner.New(b.Pool, runner.Config{Queues: map[string]runner.QueueConfig{"fair": {Workers: 1, MaxClaim: -1}}})
+	require.ErrorContains(t, err, "queue fair: max claim -1 is not valid")
+}

@@ -76,6 +76,12 @@ type QueueConfig struct {
 	// GPU marks a queue of GPU jobs: with Workers zero it gets one slot per device
 	// (one job per device at a time), or one slot without devices (CPU fallback).
 	GPU bool
+	// MaxClaim caps this queue's claims below Config.MaxClaim (0: Config.MaxClaim).
+	// A busy runner's claims are as large as its slots and prefetch allow, so with
+	// short jobs a claim of a fair queue (pgrun.set_queue fair_by) comes only as often
+	// as its size takes to run, and a new key's job waits for the next one: a smaller
+	// cap starts it sooner at the price of more claims (docs/operations.md, Fairness).
+	MaxClaim int
 }
 
 // Config configures a Runner. Zero fields take the defaults above.
@@ -321,6 +327,9 @@ func (cfg Config) Validate() error {
 		if q.Workers > MaxWorkers || q.Workers < 0 || (q.Workers == 0 && !q.GPU) {
 			return fmt.Errorf("runner: queue %s: workers %d is not valid (1 to %d)", name, q.Workers, MaxWorkers)
 		}
+		if q.MaxClaim < 0 || q.MaxClaim > MaxWorkers {
+			return fmt.Errorf("runner: queue %s: max claim %d is not valid (1 to %d, or 0 for the runner's)", name, q.MaxClaim, MaxWorkers)
+		}
 	}
 	switch {
 	case utf8.RuneCountInString(cfg.WorkerID) > MaxWorkerIDLen:
@@ -482,6 +491,9 @@ func (r *Runner) Run(ctx context.Context) error {
 			r.log.Info("gpu queue slots", "queue", name, "devices", len(devices), "slots", slots)
 		}
 		f := newFetcher(r, name, slots)
+		if q.MaxClaim > 0 {
+			f.maxClaim = min(q.MaxClaim, f.maxClaim)
+		}
 		r.mu.Lock()
 		r.fetchers[name] = f
 		if l, ok := r.looks[name]; ok {
