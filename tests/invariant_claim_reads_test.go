@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -47,30 +48,37 @@ func claimOnOneSession(t *testing.T, pool *pgxpool.Pool, stmts ...string) {
 	require.NoError(t, err)
 }
 
-// A fair queue by tenant whose statistics saw tenant A alone (20,000 jobs): claims that
-// take tenant B's few jobs in their rounds read B's and A's jobs by the tenant index,
-// not the queue's claim index filtered by tenant (which read all of A's jobs, 85,000
-// rows, 56 ms a claim, behind a 200,000-job tenant). B's jobs are in the first claim.
+// A fair queue whose statistics saw one key alone (20,000 jobs of A): claims that take
+// key B's few jobs in their rounds read B's and A's jobs by the key's index, not the
+// queue's claim index filtered by key (which read all of A's jobs, 85,000 rows, 56 ms
+// a claim, behind a 200,000-job tenant). B's jobs are in the claim after their
+// enqueue. By tenant and by concurrency key, with aging and without (each reads a
+// key's jobs with a statement of its own).
 func TestFairClaimsReadASmallKeyByItsIndex(t *testing.T) {
-	b := testkit.Setup(t)
-	testkit.ExecAll(t, b,
-		`select pgrun.set_queue('fair', fair_by => 'tenant')`,
-		`insert into pgrun.jobs (kind, queue, tenant) select 'work', 'fair', 'A' from generate_series(1, 20000)`,
-		`vacuum analyze pgrun.jobs`,
-		`insert into pgrun.jobs (kind, queue, tenant) select 'work', 'fair', 'B' from generate_series(1, 3)`)
-	before := indexReads(t, b, "jobs_claim_idx")
-	claimOnOneSession(t, b.Pool,
-		`select count(*) from pgrun.claim_jobs('fair', 'w', 100)`,
-		`insert into pgrun.jobs (kind, queue, tenant) select 'work', 'fair', 'B' from generate_series(1, 3)`,
-		`select count(*) from pgrun.claim_jobs('fair', 'w', 100)`,
-		`insert into pgrun.jobs (kind, queue, tenant) select 'work', 'fair', 'B' from generate_series(1, 3)`,
-		`select count(*) from pgrun.claim_jobs('fair', 'w', 100)`)
-	read := indexReads(t, b, "jobs_claim_idx") - before
-	// The keyless turn looks through at most 256 jobs of the queue's order a claim.
-	require.LessOrEqual(t, read, int64(3*256), "the claims read %d entries of the queue's claim index", read)
-	require.Equal(t, 0, countRowsTB(t, b, `select count(*) from pgrun.jobs where tenant = 'B' and status = 'queued'`),
-		"every B job was claimed in the claim after its enqueue")
-	require.Equal(t, 300, countRowsTB(t, b, `select count(*) from pgrun.jobs where status = 'running'`))
+	for _, c := range []struct{ by, column, aging string }{
+		{"tenant", "tenant", "null"}, {"tenant", "tenant", "'1 minute'"},
+		{"concurrency_key", "concurrency_key", "null"}, {"concurrency_key", "concurrency_key", "'1 minute'"},
+	} {
+		t.Run(c.by+"/aging="+c.aging, func(t *testing.T) {
+			b := testkit.Setup(t)
+			enqueue := func(key string, n int) string {
+				return fmt.Sprintf(`insert into pgrun.jobs (kind, queue, %s) select 'work', 'fair', '%s' from generate_series(1, %d)`,
+					c.column, key, n)
+			}
+			testkit.ExecAll(t, b,
+				fmt.Sprintf(`select pgrun.set_queue('fair', fair_by => '%s', priority_aging => %s)`, c.by, c.aging),
+				enqueue("A", 20000), `vacuum analyze pgrun.jobs`, enqueue("B", 3))
+			before := indexReads(t, b, "jobs_claim_idx")
+			claim := `select count(*) from pgrun.claim_jobs('fair', 'w', 100)`
+			claimOnOneSession(t, b.Pool, claim, enqueue("B", 3), claim, enqueue("B", 3), claim)
+			read := indexReads(t, b, "jobs_claim_idx") - before
+			// The keyless turn looks through at most 256 jobs of the queue's order a claim.
+			require.LessOrEqual(t, read, int64(3*256), "the claims read %d entries of the queue's claim index", read)
+			require.Equal(t, 0, countRowsTB(t, b, fmt.Sprintf(`select count(*) from pgrun.jobs where %s = 'B' and status = 'queued'`, c.column)),
+				"every B job was claimed in the claim after its enqueue")
+			require.Equal(t, 300, countRowsTB(t, b, `select count(*) from pgrun.jobs where status = 'running'`))
+		})
+	}
 }
 
 // A per-key rate over 1,000 keys: a claim of 100 reads each key's window by its
