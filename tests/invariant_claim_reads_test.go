@@ -104,3 +104,36 @@ func TestKeyRateClaimsReadTheirKeysWindowsOnly(t *testing.T) {
 	require.Equal(t, 1300, countRowsTB(t, b, `select sum(count)::int from pgrun.key_rate_windows`),
 		"every claimed job counted in its key's window")
 }
+
+// seqScans returns how many sequential scans of pgrun.jobs b's database has run, as of
+// the stats flushed so far.
+func seqScans(t *testing.T, b *testkit.DB) int64 {
+	t.Helper()
+	var n int64
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select pg_stat_clear_snapshot()`).Scan(new(any)))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select seq_scan from pg_stat_user_tables
+		where schemaname = 'pgrun' and relname = 'jobs'`).Scan(&n))
+	return n
+}
+
+// A queue whose statistics saw one long sequence (20,000 jobs of A): enqueueing into a
+// short sequence and releasing its next job read the held jobs' index, not the whole
+// table (each was a sequential scan, 26-46 ms at each enqueue, 10 ms at each release).
+func TestShortSequencesAreReadByTheirIndex(t *testing.T) {
+	b := testkit.Setup(t)
+	testkit.ExecAll(t, b,
+		`select pgrun.enqueue_jobs(jsonb_agg(jsonb_build_object('kind', 'work', 'queue', 'sq', 'sequence_key', 'A')))
+		 from generate_series(1, 20000)`,
+		`analyze pgrun.jobs`)
+	before := seqScans(t, b)
+	claimOnOneSession(t, b.Pool,
+		`select pgrun.enqueue_job('work', queue => 'sq', sequence_key => 'B')`,
+		`select pgrun.enqueue_job('work', queue => 'sq', sequence_key => 'B')`,
+		`select pgrun.enqueue_job('work', queue => 'sq', sequence_key => 'C')`,
+		`select pgrun.complete_jobs(array_agg(id), array_agg(attempt), null, 'w', array_agg(claim_id))
+		 from pgrun.claim_jobs('sq', 'w', 10)`)
+	require.Equal(t, before, seqScans(t, b), "sequential scans of pgrun.jobs by the enqueues and the release")
+	require.Equal(t, 1, countRowsTB(t, b, `select count(*) from pgrun.jobs where sequence_key = 'B' and status = 'queued'`),
+		"B's second job released when its head succeeded")
+	require.Equal(t, 1, countRowsTB(t, b, `select count(*) from pgrun.jobs where sequence_key = 'A' and status = 'queued'`))
+}

@@ -125,7 +125,12 @@ begin
   end if;
   -- The next job of each sequence, by jobs_sequence_held_idx (then, unless headless,
   -- the head by jobs_sequence_head_idx): their predicates, spelled as the indexes
-  -- spell them. The ids go in an array, so that the UPDATE reads them by primary key
+  -- spell them. The sequence's key is bounded as a range (the same rows as an
+  -- equality; the queue stays an equality, so that the range ends the index scan) and
+  -- the order names the index's columns: with an equality, the generic plan of a queue
+  -- whose statistics saw one long sequence read the whole table for a short one's next
+  -- job (a sequential scan, 10 ms a sequence at 20,000 jobs; 26-46 ms for
+  -- sequence_admit's look below at each enqueue). The ids go in an array, so that the UPDATE reads them by primary key
   -- (claim_jobs does the same), and it takes only jobs still pending: one cancelled
   -- meanwhile stays cancelled. A sequence named twice names its next job twice, which
   -- changes nothing.
@@ -133,9 +138,9 @@ begin
     update pgrun.jobs j set status = 'queued', run_at = greatest(j.run_at, v_now)
     where j.id = any (array(
         select (select x.id from pgrun.jobs x
-                where x.queue = s.q and x.sequence_key = s.k and x.status = 'pending'
-                  and x.tenant is not distinct from s.t
-                order by x.id limit 1)
+                where x.queue = s.q and x.sequence_key >= s.k and x.sequence_key <= s.k
+                  and x.status = 'pending' and x.tenant is not distinct from s.t
+                order by x.queue, x.sequence_key, x.id limit 1)
         from unnest(queues, keys, tenants) s(q, k, t)
         where (headless
                or not exists (select 1 from pgrun.jobs h
@@ -224,9 +229,11 @@ begin
   if (pgrun.sequence_blocker(q, k, t)).id is not null then
     return 'pending';
   end if;
-  -- By jobs_sequence_held_idx, as sequences_promote reads it.
+  -- By jobs_sequence_held_idx, as sequences_promote reads it (and spelled as it is,
+  -- which sequences_promote says why).
   if exists (select 1 from pgrun.jobs x
-             where x.queue = q and x.sequence_key = k and x.status = 'pending' and x.tenant is not distinct from t) then
+             where x.queue = q and x.sequence_key >= k and x.sequence_key <= k
+               and x.status = 'pending' and x.tenant is not distinct from t) then
     perform pgrun.sequences_promote(array[q], array[k], array[t]);
     return 'pending';
   end if;

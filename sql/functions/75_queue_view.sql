@@ -183,9 +183,10 @@ begin
      from keys s
      cross join lateral (select distinct x.tenant as t, s.k
                          from (select x.tenant from pgrun.jobs x
-                               where x.queue = q and x.sequence_key = s.k and x.status = 'pending'
+                               where x.queue = q and x.sequence_key >= s.k
+                                 and x.sequence_key <= s.k and x.status = 'pending'
                                  and (v_all or x.tenant = v_tenant)
-                               order by x.id limit held_cap + 1) x) h
+                               order by x.queue, x.sequence_key, x.id limit held_cap + 1) x) h
      where s.k is not null
        and not exists (select 1 from stopped z where z.k = h.k and z.t is not distinct from h.t)
      limit max_rows)
@@ -196,12 +197,14 @@ begin
   select s.k, s.t, b.id, b.status::text, least(c.n, held_cap)::bigint, c.n > held_cap, c.first,
          pgrun.sequence_hold_reason(f), s.stopped
   from shown s
-  -- By jobs_sequence_held_idx: at most held_cap + 1 held jobs a sequence.
+  -- By jobs_sequence_held_idx: at most held_cap + 1 held jobs a sequence (bounded and
+  -- ordered as sequences_promote, 36_sequences.sql, reads them, which says why).
   cross join lateral (select count(*) as n, min(x.id) as first
                       from (select x.id from pgrun.jobs x
-                            where x.queue = q and x.sequence_key = s.k and x.status = 'pending'
+                            where x.queue = q and x.sequence_key >= s.k
+                              and x.sequence_key <= s.k and x.status = 'pending'
                               and x.tenant is not distinct from s.t
-                            order by x.id limit held_cap + 1) x) c
+                            order by x.queue, x.sequence_key, x.id limit held_cap + 1) x) c
   join pgrun.jobs f on f.id = c.first
   left join lateral pgrun.sequence_blocker(q, s.k, s.t) b on true
   order by s.stopped desc, s.k, s.t;
