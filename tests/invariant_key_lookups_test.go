@@ -11,12 +11,14 @@ import (
 	"github.com/pgrun/pgrun/internal/testkit"
 )
 
-// What a claim of a queue with flow control per key reads (sql/functions/38_claim_keys.sql):
-// the keys it serves, never the whole queue. Its statements are planned once per
-// session (generic plans), so a plan chosen for a queue whose statistics saw one big
-// key must still read a small key's jobs by that key's index. Each test counts the
-// index tuples the claims read (pg_stat_user_indexes, flushed by the claiming
-// session), which does not depend on the machine's speed.
+// What a lookup of one key's jobs reads (docs/architecture.md): a keyed claim's keys
+// (sql/functions/38_claim_keys.sql, 39_claim_keyed.sql), a sequence's next job
+// (36_sequences.sql), a debounce key's latest job (22_debounce.sql), never the whole
+// queue or table. These statements are planned once per session (generic plans), so a
+// plan chosen in a database whose statistics saw one big key must still read a small
+// key by its index. Each test counts what the calls read (pg_stat_user_indexes,
+// pg_stat_user_tables, flushed by the calling session), which does not depend on the
+// machine's speed.
 
 // indexReads returns how many index tuples scans of index have read in b's database,
 // as of the stats flushed so far.
