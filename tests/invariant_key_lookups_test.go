@@ -20,20 +20,32 @@ import (
 // pg_stat_user_tables, flushed by the calling session), which does not depend on the
 // machine's speed.
 
-// indexReads returns how many index tuples scans of index have read in b's database,
-// as of the stats flushed so far.
-func indexReads(t *testing.T, b *testkit.DB, index string) int64 {
+// statCount reads one count from the statistics views of b's database, as flushed so
+// far (each read is a transaction of its own, and the views' cache lasts one
+// transaction, so it sees the latest flush).
+func statCount(t *testing.T, b *testkit.DB, query string, args ...any) int64 {
 	t.Helper()
 	var n int64
-	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select pg_stat_clear_snapshot()`).Scan(new(any)))
-	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select coalesce(sum(idx_tup_read), 0)::bigint from pg_stat_user_indexes
-		where schemaname = 'pgrun' and indexrelname = $1`, index).Scan(&n))
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, query, args...).Scan(&n))
 	return n
 }
 
-// claimOnOneSession runs the claims on one connection (so that their plans are that
-// session's generic ones) and flushes its statistics before it goes back to the pool.
-func claimOnOneSession(t *testing.T, pool *pgxpool.Pool, stmts ...string) {
+// indexReads returns how many index tuples scans of index have read.
+func indexReads(t *testing.T, b *testkit.DB, index string) int64 {
+	t.Helper()
+	return statCount(t, b, `select coalesce(sum(idx_tup_read), 0)::bigint from pg_stat_user_indexes
+		where schemaname = 'pgrun' and indexrelname = $1`, index)
+}
+
+// seqScans returns how many sequential scans of pgrun.jobs have run.
+func seqScans(t *testing.T, b *testkit.DB) int64 {
+	t.Helper()
+	return statCount(t, b, `select seq_scan from pg_stat_user_tables where schemaname = 'pgrun' and relname = 'jobs'`)
+}
+
+// onOneSession runs stmts on one connection (so that their plans are that session's
+// generic ones) and flushes its statistics before it goes back to the pool.
+func onOneSession(t *testing.T, pool *pgxpool.Pool, stmts ...string) {
 	t.Helper()
 	ctx := context.Background()
 	conn, err := pool.Acquire(ctx)
@@ -72,7 +84,7 @@ func TestFairClaimsReadASmallKeyByItsIndex(t *testing.T) {
 				enqueue("A", 20000), `vacuum analyze pgrun.jobs`, enqueue("B", 3))
 			before := indexReads(t, b, "jobs_claim_idx")
 			claim := `select count(*) from pgrun.claim_jobs('fair', 'w', 100)`
-			claimOnOneSession(t, b.Pool, claim, enqueue("B", 3), claim, enqueue("B", 3), claim)
+			onOneSession(t, b.Pool, claim, enqueue("B", 3), claim, enqueue("B", 3), claim)
 			read := indexReads(t, b, "jobs_claim_idx") - before
 			// The keyless turn looks through 256 due jobs of the queue's order a claim, with
 			// aging from the queue's start, stepping over the entries of the jobs the
@@ -98,7 +110,7 @@ func TestKeyRateClaimsReadTheirKeysWindowsOnly(t *testing.T) {
 		`insert into pgrun.jobs (kind, queue, concurrency_key) select 'work', 'rated', 'k' || i from generate_series(1, 1000) i`)
 	require.Equal(t, 1000, countRowsTB(t, b, `select count(*) from pgrun.key_rate_windows`))
 	before := indexReads(t, b, "key_rate_windows_start_idx") + indexReads(t, b, "key_rate_windows_pkey")
-	claimOnOneSession(t, b.Pool,
+	onOneSession(t, b.Pool,
 		`select count(*) from pgrun.claim_jobs('rated', 'w', 100)`,
 		`select count(*) from pgrun.claim_jobs('rated', 'w', 100)`,
 		`select count(*) from pgrun.claim_jobs('rated', 'w', 100)`)
@@ -108,17 +120,6 @@ func TestKeyRateClaimsReadTheirKeysWindowsOnly(t *testing.T) {
 	require.Equal(t, 1300, countRowsTB(t, b, `select count(*) from pgrun.jobs where status = 'running'`))
 	require.Equal(t, 1300, countRowsTB(t, b, `select sum(count)::int from pgrun.key_rate_windows`),
 		"every claimed job counted in its key's window")
-}
-
-// seqScans returns how many sequential scans of pgrun.jobs b's database has run, as of
-// the stats flushed so far.
-func seqScans(t *testing.T, b *testkit.DB) int64 {
-	t.Helper()
-	var n int64
-	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select pg_stat_clear_snapshot()`).Scan(new(any)))
-	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select seq_scan from pg_stat_user_tables
-		where schemaname = 'pgrun' and relname = 'jobs'`).Scan(&n))
-	return n
 }
 
 // A queue whose statistics saw one long sequence (20,000 jobs of A): enqueueing into a
@@ -131,7 +132,7 @@ func TestShortSequencesAreReadByTheirIndex(t *testing.T) {
 		 from generate_series(1, 20000)`,
 		`analyze pgrun.jobs`)
 	before := seqScans(t, b)
-	claimOnOneSession(t, b.Pool,
+	onOneSession(t, b.Pool,
 		`select pgrun.enqueue_job('work', queue => 'sq', sequence_key => 'B')`,
 		`select pgrun.enqueue_job('work', queue => 'sq', sequence_key => 'B')`,
 		`select pgrun.enqueue_job('work', queue => 'sq', sequence_key => 'C')`,
@@ -158,7 +159,7 @@ func TestRareDebounceKeysAreReadByTheirIndex(t *testing.T) {
 		 end $$`,
 		`analyze pgrun.jobs`)
 	before := seqScans(t, b)
-	claimOnOneSession(t, b.Pool,
+	onOneSession(t, b.Pool,
 		`select pgrun.enqueue_job('work', queue => 'dq', debounce_key => 'Y', debounce => '1 hour')`,
 		`select pgrun.enqueue_job('work', queue => 'dq', debounce_key => 'Y', debounce => '1 hour')`)
 	require.Equal(t, before, seqScans(t, b), "sequential scans of pgrun.jobs by the debounced enqueues")
@@ -177,7 +178,7 @@ func TestQueueKeysCountEachKeyByItsIndex(t *testing.T) {
 		`analyze pgrun.jobs`,
 		`insert into pgrun.jobs (kind, queue, concurrency_key) select 'work', 'kq', 'k' || (i % 20) from generate_series(1, 40) i`)
 	before := seqScans(t, b)
-	claimOnOneSession(t, b.Pool,
+	onOneSession(t, b.Pool,
 		`select count(*) from pgrun.claim_jobs('kq', 'w', 50)`,
 		`select count(*) from pgrun.queue_keys('kq', max_rows => 100)`)
 	require.Equal(t, before, seqScans(t, b), "sequential scans of pgrun.jobs by a claim and queue_keys")
