@@ -202,7 +202,8 @@ begin
 
   v_keyed := q.concurrency_limit is not null or q.fair_by is not null or q.key_rate_limit is not null
              or q.priority_aging is not null;
-  if q.max_running is not null or q.rate_limit is not null or v_keyed then
+  -- A queue with a limit or aging: its claims run one at a time (claim_exclusive).
+  if pgrun.claim_exclusive(q) then
     select * into q from pgrun.queues x where x.name = claim_jobs.queue for update;
     if q.max_running is not null then
       select count(*) into v_running from pgrun.jobs r
@@ -222,8 +223,8 @@ begin
   end if;
 
   if v_keyed then
-    -- Per-key flow control (39_claim_keyed.sql), under the queue's row lock: it chooses
-    -- and locks the jobs. A fair claim's come back in their round-robin order (a runner
+    -- Per-key flow control (39_claim_keyed.sql), under the queue's row lock unless the
+    -- queue has fairness alone: it chooses and locks the jobs. A fair claim's come back in their round-robin order (a runner
     -- starts the jobs of a claim larger than its free slots in the order they come);
     -- the others' in the UPDATE's, as the passes below return theirs.
     v_ids := pgrun.claim_keyed(q, worker, v_left, lease, v_now, kinds, v_tenant, models, v_servable, v_wait);

@@ -6,11 +6,34 @@
 -- documents the rules; these files say how the claim keeps them without reading the
 -- backlog.
 --
--- Every claim that comes here holds the queue's row lock (claim_jobs takes it), so
--- the queue's claims run one at a time: the per-key windows, the fairness cursor and
--- the counts of running jobs per key are exact across runners. The jobs chosen are
--- then locked FOR UPDATE SKIP LOCKED (a job locked by something else, a cancel, is
--- left for a later claim) and claimed by claim_locked.
+-- A claim of a queue with a limit (per key or for the whole queue) or aging holds the
+-- queue's row lock (claim_jobs takes it, claim_exclusive says when), so those claims
+-- run one at a time: the per-key windows, the queue's window and the counts of running
+-- jobs per key are exact across runners. A claim of a queue with fairness alone does
+-- not: its walk locks each job it finds (FOR UPDATE SKIP LOCKED), so two claims in
+-- flight at once never take one job and the second takes each key's next job; they
+-- share the fairness cursor as a hint, written by whichever claim holds its row (see
+-- claim_keyed). The jobs chosen are then locked FOR UPDATE SKIP LOCKED (a job locked
+-- by something else, a cancel, is left for a later claim) and claimed by claim_locked.
+
+-- claim_exclusive says whether the claims of queue q run one at a time under its row
+-- lock: when it has a limit, which each claim must see every other's use of (per key:
+-- concurrency_limit, key_rate_limit; for the queue: max_running, rate_limit), or aging
+-- (whose claims read the queue's front in one order: two at once would pick the same
+-- jobs). A queue with fairness alone, or with none of these, claims concurrently. Under
+-- the lock, a fair queue's claims ran one at a time and the work of each claim's
+-- UPDATE waited behind the one before: on two cores, 0.58 of the plain queue's rate.
+create or replace function pgrun.claim_exclusive(q pgrun.queues)
+returns boolean
+language plpgsql
+immutable
+set search_path = pgrun, pg_catalog
+as $$
+begin
+  return q.max_running is not null or q.rate_limit is not null or q.concurrency_limit is not null
+      or q.key_rate_limit is not null or q.priority_aging is not null;
+end;
+$$;
 
 -- effective_priority is a queued job's priority as the claim of a queue with
 -- priority_aging orders it (lower is more urgent): its priority less one level for
@@ -219,7 +242,9 @@ $$;
 -- passes the filters (claim_key_jobs' own) is the next key's most urgent job. Keys with
 -- no such job are passed over within the probe (it reads their index entries, not
 -- their rows, for the due check), so each row is a key that has something to give.
--- Without aging only: with it a key's most urgent job is not its first entry. Returns
+-- Without aging only: with it a key's most urgent job is not its first entry. Each job
+-- found is locked (FOR UPDATE SKIP LOCKED): where claims run at once (claim_exclusive),
+-- a job another claim holds is passed over and the probe finds the key's next. Returns
 -- the keys, their jobs and the jobs' concurrency keys as arrays, in walk order.
 create or replace function pgrun.fair_walk_jobs(
   queue     text,
@@ -239,7 +264,7 @@ create or replace function pgrun.fair_walk_jobs(
   out cks   text[]
 )
 language plpgsql
-stable
+volatile
 set search_path = pgrun, pg_catalog
 set plan_cache_mode = force_generic_plan
 set enable_seqscan = off
@@ -251,14 +276,14 @@ begin
   -- Arrays in walk order (step numbers the keys): one row back, not a row per key.
   if by = 'tenant' then
     with recursive walk(step, k, id, ck) as (
-      (select 1, c.tenant, c.id, c.concurrency_key from pgrun.jobs c
+      select * from (select 1, c.tenant, c.id, c.concurrency_key from pgrun.jobs c
        where c.queue = fair_walk_jobs.queue and c.status = 'queued' and c.tenant is not null and c.tenant > after
          and c.run_at <= at
          and (kinds is null or c.kind = any (kinds))
          and (fair_walk_jobs.tenant is null or c.tenant = fair_walk_jobs.tenant)
          and (c.model is null or pgrun.may_take_cold(c.model, c.model_required, c.run_at, models, servable,
                                                      elsewhere, at, warm_wait))
-       order by c.tenant, c.priority, c.run_at, c.id limit 1)
+       order by c.tenant, c.priority, c.run_at, c.id limit 1 for update skip locked) s
       union all
       select w.step + 1, x.* from walk w cross join lateral (
         select c.tenant, c.id, c.concurrency_key from pgrun.jobs c
@@ -268,7 +293,7 @@ begin
           and (fair_walk_jobs.tenant is null or c.tenant = fair_walk_jobs.tenant)
           and (c.model is null or pgrun.may_take_cold(c.model, c.model_required, c.run_at, models, servable,
                                                       elsewhere, at, warm_wait))
-        order by c.tenant, c.priority, c.run_at, c.id limit 1) x
+        order by c.tenant, c.priority, c.run_at, c.id limit 1 for update skip locked) x
       where (upto is null or w.k < upto) and w.step < lim
     )
     select coalesce(array_agg(w.k order by w.step), '{}'), coalesce(array_agg(w.id order by w.step), '{}'),
@@ -278,14 +303,14 @@ begin
     return;
   end if;
   with recursive walk(step, k, id, ck) as (
-    (select 1, c.concurrency_key, c.id, c.concurrency_key from pgrun.jobs c
+    select * from (select 1, c.concurrency_key, c.id, c.concurrency_key from pgrun.jobs c
      where c.queue = fair_walk_jobs.queue and c.status = 'queued' and c.concurrency_key is not null
        and c.concurrency_key > after and c.run_at <= at
        and (kinds is null or c.kind = any (kinds))
        and (fair_walk_jobs.tenant is null or c.tenant = fair_walk_jobs.tenant)
        and (c.model is null or pgrun.may_take_cold(c.model, c.model_required, c.run_at, models, servable,
                                                    elsewhere, at, warm_wait))
-     order by c.concurrency_key, c.priority, c.run_at, c.id limit 1)
+     order by c.concurrency_key, c.priority, c.run_at, c.id limit 1 for update skip locked) s
     union all
     select w.step + 1, x.* from walk w cross join lateral (
       select c.concurrency_key, c.id, c.concurrency_key from pgrun.jobs c
@@ -295,7 +320,7 @@ begin
         and (fair_walk_jobs.tenant is null or c.tenant = fair_walk_jobs.tenant)
         and (c.model is null or pgrun.may_take_cold(c.model, c.model_required, c.run_at, models, servable,
                                                     elsewhere, at, warm_wait))
-      order by c.concurrency_key, c.priority, c.run_at, c.id limit 1) x
+      order by c.concurrency_key, c.priority, c.run_at, c.id limit 1 for update skip locked) x
     where (upto is null or w.k < upto) and w.step < lim
   )
   select coalesce(array_agg(w.k order by w.step), '{}'), coalesce(array_agg(w.id order by w.step), '{}'),
@@ -310,7 +335,9 @@ $$;
 -- order: priority, run_at, id, or with aging by effective priority (levels as for
 -- claim_front, each level read no further than the cap). pos is the key's position in
 -- keys, rn the job's within its key. One index range per key (and level), read from
--- its start: the key's most urgent jobs come first.
+-- its start: the key's most urgent jobs come first. Without aging the jobs are locked
+-- as they are read (FOR UPDATE SKIP LOCKED), as fair_walk_jobs' are; with it, whose
+-- claims hold the queue's lock, a level's look may read more than the cap keeps.
 create or replace function pgrun.claim_key_jobs(
   queue     text,
   by        text,
@@ -329,7 +356,7 @@ create or replace function pgrun.claim_key_jobs(
 )
 returns table (pos bigint, rn bigint, id bigint, concurrency_key text, priority smallint, run_at timestamptz)
 language plpgsql
-stable
+volatile
 set search_path = pgrun, pg_catalog
 set plan_cache_mode = force_generic_plan
 set enable_seqscan = off
@@ -361,7 +388,8 @@ begin
                                                     elsewhere, at, warm_wait))
         and c.id <> all (exclude)
       order by c.tenant, c.priority, c.run_at, c.id
-      limit w.cap) c
+      limit w.cap
+      for update skip locked) c
     where w.cap > 0;
   elsif by = 'tenant' then
     return query
@@ -401,7 +429,8 @@ begin
                                                     elsewhere, at, warm_wait))
         and c.id <> all (exclude)
       order by c.concurrency_key, c.priority, c.run_at, c.id
-      limit w.cap) c
+      limit w.cap
+      for update skip locked) c
     where w.cap > 0;
   else
     return query

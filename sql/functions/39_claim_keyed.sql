@@ -149,6 +149,8 @@ declare
   v_wkeys      text[];            -- per-key rate: the claim's keys, and each one's count
   v_wcounts    jsonb;
   v_wtids      tid[];
+  v_exclusive  constant boolean := pgrun.claim_exclusive(q);
+  v_cursor_row boolean := false;  -- the queue has a row in fair_cursors
 begin
   if q.priority_aging is not null then
     v_levels := pgrun.claim_levels(q.name);
@@ -158,6 +160,7 @@ begin
     select c.key, c.front_priority, c.front_run_at, c.front_id, c.front_swept_at, c.keyless_at, c.pruned_at
     into v_start, v_fp, v_fr, v_fi, v_swept_at, v_keyless_at, v_pruned_at
     from pgrun.fair_cursors c where c.queue = q.name;
+    v_cursor_row := found;
     if q.key_rate_limit is not null and (v_pruned_at is null or at >= v_pruned_at + interval '1 second'
                                          or at < v_pruned_at) then
       v_prune := true;
@@ -422,8 +425,26 @@ begin
     end if;
   end if;
 
-  if v_cursor is distinct from v_start or v_moved or v_prune or v_ni is distinct from v_fi
-     or v_next_kl is distinct from v_keyless_at then
+  if not v_exclusive and (v_cursor is distinct from v_start or v_ni is distinct from v_fi
+                          or v_next_kl is distinct from v_keyless_at) then
+    -- Fairness alone (claim_exclusive): claims run at once, and the cursor is a hint
+    -- they share. A claim writes it only if no other claim in flight holds its row
+    -- (which it holds to its commit, its UPDATE of the jobs included): waiting for that
+    -- would make the claims run one at a time again. A claim that began with the same
+    -- cursor as one in flight served the same keys, each one's next job, so the keys
+    -- still go round in turn, two jobs a turn while two claims overlap.
+    if v_cursor_row then
+      update pgrun.fair_cursors c
+      set key = v_cursor, front_priority = v_np, front_run_at = v_nr, front_id = v_ni, keyless_at = v_next_kl
+      where c.queue = q.name
+        and c.queue in (select x.queue from pgrun.fair_cursors x where x.queue = q.name for update skip locked);
+    else
+      insert into pgrun.fair_cursors (queue, key, front_priority, front_run_at, front_id, keyless_at)
+      values (q.name, v_cursor, v_np, v_nr, v_ni, v_next_kl)
+      on conflict (queue) do nothing;
+    end if;
+  elsif v_exclusive and (v_cursor is distinct from v_start or v_moved or v_prune or v_ni is distinct from v_fi
+                         or v_next_kl is distinct from v_keyless_at) then
     insert into pgrun.fair_cursors as c (queue, key, front_priority, front_run_at, front_id, front_swept_at, keyless_at,
                                          pruned_at)
     values (q.name, v_cursor, v_np, v_nr, v_ni, v_swept_at, v_next_kl, v_pruned_at)

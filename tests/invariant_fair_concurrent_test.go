@@ -1,0 +1,107 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgrun/pgrun/internal/testkit"
+)
+
+// Claims of a queue with fairness alone run at once (pgrun.claim_exclusive): a runner
+// keeps two claims in flight, and under the queue's row lock the second waited for the
+// first's commit, so a fair queue's claims used one of the server's cores. Each claim's
+// walk locks the jobs it finds (FOR UPDATE SKIP LOCKED), so two claims at once never
+// take one job, and the second takes each key's next job. A queue with a limit keeps
+// its claims one at a time: the limit must count every claim.
+
+// claimInTx claims up to n jobs of queue in tx, returning their ids and concurrency
+// keys in claim order.
+func claimInTx(t *testing.T, ctx context.Context, tx pgx.Tx, queue, worker string, n int) (ids []int64, keys []string) {
+	t.Helper()
+	rows, err := tx.Query(ctx, `select id, coalesce(concurrency_key, '') from pgrun.claim_jobs($1, $2, $3)`, queue, worker, n)
+	require.NoError(t, err)
+	for rows.Next() {
+		var id int64
+		var k string
+		require.NoError(t, rows.Scan(&id, &k))
+		ids, keys = append(ids, id), append(keys, k)
+	}
+	require.NoError(t, rows.Err())
+	return ids, keys
+}
+
+// Two claims of a fair queue, the first not yet committed: the second returns at once
+// (a lock wait would run into its lock_timeout), takes no job of the first, and takes
+// each key's next job, one a key, in the keys' turn; both commit, and every job is
+// claimed once.
+func TestFairClaimsInFlightTogetherTakeEachKeysNextJob(t *testing.T) {
+	for _, by := range []string{"concurrency_key", "tenant"} {
+		t.Run(by, func(t *testing.T) {
+			b := testkit.Setup(t)
+			testkit.ExecAll(t, b, `select pgrun.set_queue('fq', fair_by => '`+by+`')`,
+				`insert into pgrun.jobs (kind, queue, concurrency_key, tenant, run_at)
+				 select 'noop', 'fq', 'k' || (i % 5), 'k' || (i % 5), now() - interval '1 hour' + i * interval '1 second'
+				 from generate_series(0, 49) i`)
+			first, err := b.Pool.Begin(b.Ctx)
+			require.NoError(t, err)
+			defer first.Rollback(b.Ctx) //nolint:errcheck // a no-op after the commit
+			ids1, keys1 := claimInTx(t, b.Ctx, first, "fq", "w1", 5)
+			require.Len(t, ids1, 5)
+
+			second, err := b.Pool.Begin(b.Ctx)
+			require.NoError(t, err)
+			defer second.Rollback(b.Ctx) //nolint:errcheck // a no-op after the commit
+			_, err = second.Exec(b.Ctx, `set local lock_timeout = '3s'`)
+			require.NoError(t, err)
+			ids2, keys2 := claimInTx(t, b.Ctx, second, "fq", "w2", 5)
+			require.Len(t, ids2, 5, "the second claim in flight takes five jobs without waiting for the first")
+			require.ElementsMatch(t, keys1, keys2, "one job of each key in each claim")
+			for _, id := range ids2 {
+				require.NotContains(t, ids1, id)
+			}
+			// Each key's jobs run in run_at order: the second claim's job of a key is
+			// the one after the first's (ids here follow run_at within a key).
+			for i, k := range keys2 {
+				var want int64
+				require.NoError(t, b.Pool.QueryRow(b.Ctx, `select id from pgrun.jobs where queue = 'fq' and concurrency_key = $1
+					order by run_at offset 1 limit 1`, k).Scan(&want))
+				require.Equal(t, want, ids2[i], "key %s: its second job", k)
+			}
+			require.NoError(t, second.Commit(b.Ctx))
+			require.NoError(t, first.Commit(b.Ctx))
+			require.Equal(t, 10, countRowsTB(t, b, `select count(*) from pgrun.jobs where status = 'running'`))
+			require.Equal(t, 10, countRowsTB(t, b, `select count(distinct claim_id) from pgrun.jobs where status = 'running'`))
+		})
+	}
+}
+
+// A fair queue with a per-key concurrency limit keeps its claims one at a time: the
+// second claim waits on the first (here into its lock_timeout), because the first's
+// jobs, not yet committed, must count against their keys' limits.
+func TestFairClaimsWithALimitRunOneAtATime(t *testing.T) {
+	b := testkit.Setup(t)
+	testkit.ExecAll(t, b, `select pgrun.set_queue('fq', fair_by => 'concurrency_key', concurrency_limit => 1)`,
+		`insert into pgrun.jobs (kind, queue, concurrency_key) select 'noop', 'fq', 'k' || (i % 5) from generate_series(0, 49) i`)
+	first, err := b.Pool.Begin(b.Ctx)
+	require.NoError(t, err)
+	defer first.Rollback(b.Ctx) //nolint:errcheck // a no-op after the commit
+	ids1, _ := claimInTx(t, b.Ctx, first, "fq", "w1", 5)
+	require.Len(t, ids1, 5)
+
+	second, err := b.Pool.Begin(b.Ctx)
+	require.NoError(t, err)
+	defer second.Rollback(b.Ctx) //nolint:errcheck // rolled back by the lock timeout
+	_, err = second.Exec(b.Ctx, `set local lock_timeout = '200ms'`)
+	require.NoError(t, err)
+	_, err = second.Exec(b.Ctx, `select count(*) from pgrun.claim_jobs('fq', 'w2', 5)`)
+	var pgErr *pgconn.PgError
+	require.True(t, errors.As(err, &pgErr), "the second claim waits for the first: %v", err)
+	require.Equal(t, "55P03", pgErr.Code)
+	require.NoError(t, first.Commit(b.Ctx))
+	require.Equal(t, 0, claimCount(t, b.Pool, "fq", "w2", 5), "every key is at its limit of one")
+}
