@@ -26,8 +26,10 @@ type fetcher struct {
 	r     *Runner
 	queue string
 	slots int
-	// maxClaim caps one claim: the runner's MaxClaim, or the queue's if lower.
+	// maxClaim caps one claim: the runner's MaxClaim, or the queue's if lower
+	// (ownCap: the queue set its own); see claimCap.
 	maxClaim int
+	ownCap   bool
 	wakeCh   chan struct{}
 	// freedCh tells run that slots were freed (or passed to buffered jobs) since it
 	// last looked; coalesced, one wake-up for any number of them.
@@ -54,6 +56,8 @@ type fetcher struct {
 	runTime  ewma // a job's time in its slot
 	// shared is set while other live workers serve this queue (see maxInflight).
 	shared atomic.Bool
+	// fair is set while a look finds the queue fair (fair_by): see claimCap.
+	fair atomic.Bool
 	// roomy is set once a look found the queue without max_running and
 	// concurrency_limit (see limited).
 	roomy atomic.Bool
@@ -199,7 +203,16 @@ func (f *fetcher) prefetch() int {
 	if rtt <= 0 || run <= 0 {
 		return 0
 	}
-	return int(min(float64(f.slots)*rtt/run, float64(f.maxClaim)))
+	return int(min(float64(f.slots)*rtt/run, float64(f.claimCap())))
+}
+
+// claimCap caps one claim: maxClaim, or FairMaxClaim while the queue is fair and
+// sets no cap of its own.
+func (f *fetcher) claimCap() int {
+	if f.fair.Load() && !f.ownCap {
+		return min(f.maxClaim, FairMaxClaim)
+	}
+	return f.maxClaim
 }
 
 // free is the capacity that neither runs a job, waits in the buffer, nor waits for a
@@ -215,7 +228,7 @@ func (f *fetcher) free() int {
 // most a full claim. With prefetch the capacity is about twice a claim, so a backlog
 // is claimed in full claims (fewer, larger round trips and commits: +20% burn-down
 // against claims of half the capacity).
-func (f *fetcher) want() int { return max(1, min((f.slots+f.prefetch())/2, f.maxClaim)) }
+func (f *fetcher) want() int { return max(1, min((f.slots+f.prefetch())/2, f.claimCap())) }
 
 // claimErrorBackoff is how long a fetcher waits after a claim failed for a reason
 // other than an unreachable database (which waits outageWait, cut short when the
@@ -380,7 +393,7 @@ func (f *fetcher) launch(ctx context.Context, results chan<- claimed) {
 		}
 		f.inflight++
 		f.sent = f.wakes
-		f.send(ctx, results, min(free, f.maxClaim), f.resume.next(), false)
+		f.send(ctx, results, min(free, f.claimCap()), f.resume.next(), false)
 	}
 }
 

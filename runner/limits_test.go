@@ -192,3 +192,34 @@ func TestQueueMaxClaimCapsEachClaim(t *testing.T) {
 	_, err := runner.New(b.Pool, runner.Config{Queues: map[string]runner.QueueConfig{"fair": {Workers: 1, MaxClaim: -1}}})
 	require.ErrorContains(t, err, "queue fair: max claim -1 is not valid")
 }
+
+// A fair queue that sets no cap of its own claims at most runner.FairMaxClaim jobs at a
+// time (the runner learns the queue is fair from its look at the queue, which may come
+// after the first claims: those two are allowed for), where the same runner's claims
+// of a plain queue are as large as its slots.
+func TestFairQueueClaimsAreCappedByDefault(t *testing.T) {
+	b := testkit.Setup(t)
+	testkit.ExecAll(t, b, `select pgrun.set_queue('fair', fair_by => 'tenant')`,
+		`insert into pgrun.jobs (kind, queue, tenant) select 'noop', q, 't' || (i % 4)
+		 from generate_series(1, 2000) i, unnest(array['fair', 'plain']) q`)
+	r := testkit.NewRunner(b.Pool, runner.Config{
+		Queues: map[string]runner.QueueConfig{"fair": {Workers: 600}, "plain": {Workers: 600}},
+	})
+	testkit.StartRunner(t, r)
+	testkit.Eventually(t, time.Minute, "every job to succeed", func() bool {
+		var n int
+		require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.jobs where status = 'succeeded'`).Scan(&n))
+		return n == 4000
+	})
+	over := func(queue string) (over, claims int) {
+		require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) filter (where c > $2), count(*)
+			from (select count(*) as c from pgrun.jobs where queue = $1
+			      group by left(replace(claim_id::text, '-', ''), 16)) x`, queue, runner.FairMaxClaim).Scan(&over, &claims))
+		return over, claims
+	}
+	fairOver, fairClaims := over("fair")
+	require.LessOrEqual(t, fairOver, 2, "claims of the fair queue over %d jobs (of %d)", runner.FairMaxClaim, fairClaims)
+	require.GreaterOrEqual(t, fairClaims, 2000/runner.FairMaxClaim)
+	plainOver, _ := over("plain")
+	require.Greater(t, plainOver, 0, "the plain queue's claims are not capped")
+}

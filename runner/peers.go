@@ -49,6 +49,7 @@ type queueLook struct {
 	// roomy: it has neither max_running nor concurrency_limit, so a completion makes
 	// no room that a claim waits for (see execution.recordSoon).
 	roomy bool
+	fair  bool // it has fair_by (see fetcher.claimCap)
 }
 
 // lookForPeers reads the peers and the rate limit of every queue this runner serves,
@@ -59,10 +60,10 @@ func (r *Runner) lookForPeers(ctx context.Context) {
 		var queue string
 		var peers int32
 		var periodUS int64
-		var announces bool
-		_, err = pgx.ForEachRow(rows, []any{&queue, &peers, &periodUS, &announces}, func() error {
+		var announces, fair bool
+		_, err = pgx.ForEachRow(rows, []any{&queue, &peers, &periodUS, &announces, &fair}, func() error {
 			r.looked(queue, queueLook{shared: peers > 0, ratePeriod: time.Duration(periodUS) * time.Microsecond,
-				roomy: !announces})
+				roomy: !announces, fair: fair})
 			return nil
 		})
 	}
@@ -89,6 +90,7 @@ func (r *Runner) looked(queue string, l queueLook) {
 func (f *fetcher) apply(l queueLook) {
 	f.shared.Store(l.shared)
 	f.roomy.Store(l.roomy)
+	f.fair.Store(l.fair)
 	if old := f.ratePeriod.Swap(int64(l.ratePeriod)); l.ratePeriod > 0 && old != int64(l.ratePeriod) {
 		f.wake()
 	}

@@ -94,6 +94,7 @@ func fairnessLatency(b *testing.B, fair, vacuum bool) (p50, p99, aLeft float64) 
 	}
 	require.NoError(b, rows.Err())
 	sort.Float64s(ms)
+	b.Logf("fair=%v vacuum=%v: B's start p50 %.1f ms, p99 %.1f ms", fair, vacuum, ms[len(ms)/2], ms[len(ms)*99/100])
 	stop()
 	db.Pool.Close() // its connections back before the next round's database opens
 	return ms[len(ms)/2], ms[len(ms)*99/100], aLeft

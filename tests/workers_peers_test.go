@@ -60,29 +60,36 @@ func TestQueuePeersForTheWorkerRoleAndBadInput(t *testing.T) {
 
 // The runner's look reads, per queue, whether completions make room a claim waits
 // for (max_running, concurrency_limit): such a queue's successes are recorded at once
-// rather than held back to share a call. A queue without a row has no limits.
+// rather than held back to share a call; and whether it is fair (its claims are then
+// capped at runner.FairMaxClaim). A queue without a row has no limits.
 func TestQueuePeersSaysWhichQueuesAnnounceRoom(t *testing.T) {
 	b := testkit.Setup(t)
 	testkit.ExecAll(t, b,
 		`select pgrun.set_queue('plain')`,
 		`select pgrun.set_queue('capped', max_running => 2)`,
 		`select pgrun.set_queue('keyed', concurrency_limit => 1)`,
-		`select pgrun.set_queue('rated', rate_limit => 5, rate_period => '1 second')`)
+		`select pgrun.set_queue('rated', rate_limit => 5, rate_period => '1 second')`,
+		`select pgrun.set_queue('fair', fair_by => 'tenant')`)
 	p := testkit.AsRole(t, b, "pgrun_worker")
 	testkit.Allowed(t, b, p, `select pgrun.worker_heartbeat('w', 'h', 1, array['plain'])`)
-	rows, err := p.Query(b.Ctx, sqlapi.QueuePeers, "w", []string{"plain", "capped", "keyed", "rated", "none"})
+	rows, err := p.Query(b.Ctx, sqlapi.QueuePeers, "w", []string{"plain", "capped", "keyed", "rated", "fair", "none"})
 	require.NoError(t, err)
 	got := map[string]bool{}
 	rate := map[string]int64{}
+	var fairs []string
 	for rows.Next() {
 		var queue string
 		var peers int32
 		var periodUS int64
-		var announces bool
-		require.NoError(t, rows.Scan(&queue, &peers, &periodUS, &announces))
+		var announces, fair bool
+		require.NoError(t, rows.Scan(&queue, &peers, &periodUS, &announces, &fair))
 		got[queue], rate[queue] = announces, periodUS
+		if fair {
+			fairs = append(fairs, queue)
+		}
 	}
 	require.NoError(t, rows.Err())
-	require.Equal(t, map[string]bool{"plain": false, "capped": true, "keyed": true, "rated": false, "none": false}, got)
-	require.Equal(t, map[string]int64{"plain": 0, "capped": 0, "keyed": 0, "rated": 1_000_000, "none": 0}, rate)
+	require.Equal(t, map[string]bool{"plain": false, "capped": true, "keyed": true, "rated": false, "fair": false, "none": false}, got)
+	require.Equal(t, map[string]int64{"plain": 0, "capped": 0, "keyed": 0, "rated": 1_000_000, "fair": 0, "none": 0}, rate)
+	require.Equal(t, []string{"fair"}, fairs)
 }
