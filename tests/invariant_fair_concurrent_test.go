@@ -35,6 +35,20 @@ func claimInTx(t *testing.T, ctx context.Context, tx pgx.Tx, queue, worker strin
 	return ids, keys
 }
 
+// beginWithin begins a transaction on b's pool, rolled back at the test's end unless
+// committed, whose lock waits end with an error after lockTimeout ("": none).
+func beginWithin(t *testing.T, b *testkit.DB, lockTimeout string) pgx.Tx {
+	t.Helper()
+	tx, err := b.Pool.Begin(b.Ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) }) // a no-op after a commit
+	if lockTimeout != "" {
+		_, err = tx.Exec(b.Ctx, `select set_config('lock_timeout', $1, true)`, lockTimeout)
+		require.NoError(t, err)
+	}
+	return tx
+}
+
 // Two claims of a fair queue, the first not yet committed: the second returns at once
 // (a lock wait would run into its lock_timeout), takes no job of the first, and takes
 // each key's next job, one a key, in the keys' turn; both commit, and every job is
@@ -47,17 +61,11 @@ func TestFairClaimsInFlightTogetherTakeEachKeysNextJob(t *testing.T) {
 				`insert into pgrun.jobs (kind, queue, concurrency_key, tenant, run_at)
 				 select 'noop', 'fq', 'k' || (i % 5), 'k' || (i % 5), now() - interval '1 hour' + i * interval '1 second'
 				 from generate_series(0, 49) i`)
-			first, err := b.Pool.Begin(b.Ctx)
-			require.NoError(t, err)
-			defer first.Rollback(b.Ctx) //nolint:errcheck // a no-op after the commit
+			first := beginWithin(t, b, "")
 			ids1, keys1 := claimInTx(t, b.Ctx, first, "fq", "w1", 5)
 			require.Len(t, ids1, 5)
 
-			second, err := b.Pool.Begin(b.Ctx)
-			require.NoError(t, err)
-			defer second.Rollback(b.Ctx) //nolint:errcheck // a no-op after the commit
-			_, err = second.Exec(b.Ctx, `set local lock_timeout = '3s'`)
-			require.NoError(t, err)
+			second := beginWithin(t, b, "3s")
 			ids2, keys2 := claimInTx(t, b.Ctx, second, "fq", "w2", 5)
 			require.Len(t, ids2, 5, "the second claim in flight takes five jobs without waiting for the first")
 			require.ElementsMatch(t, keys1, keys2, "one job of each key in each claim")
@@ -87,18 +95,12 @@ func TestFairClaimsWithALimitRunOneAtATime(t *testing.T) {
 	b := testkit.Setup(t)
 	testkit.ExecAll(t, b, `select pgrun.set_queue('fq', fair_by => 'concurrency_key', concurrency_limit => 1)`,
 		`insert into pgrun.jobs (kind, queue, concurrency_key) select 'noop', 'fq', 'k' || (i % 5) from generate_series(0, 49) i`)
-	first, err := b.Pool.Begin(b.Ctx)
-	require.NoError(t, err)
-	defer first.Rollback(b.Ctx) //nolint:errcheck // a no-op after the commit
+	first := beginWithin(t, b, "")
 	ids1, _ := claimInTx(t, b.Ctx, first, "fq", "w1", 5)
 	require.Len(t, ids1, 5)
 
-	second, err := b.Pool.Begin(b.Ctx)
-	require.NoError(t, err)
-	defer second.Rollback(b.Ctx) //nolint:errcheck // rolled back by the lock timeout
-	_, err = second.Exec(b.Ctx, `set local lock_timeout = '200ms'`)
-	require.NoError(t, err)
-	_, err = second.Exec(b.Ctx, `select count(*) from pgrun.claim_jobs('fq', 'w2', 5)`)
+	second := beginWithin(t, b, "200ms")
+	_, err := second.Exec(b.Ctx, `select count(*) from pgrun.claim_jobs('fq', 'w2', 5)`)
 	var pgErr *pgconn.PgError
 	require.True(t, errors.As(err, &pgErr), "the second claim waits for the first: %v", err)
 	require.Equal(t, "55P03", pgErr.Code)
