@@ -21,11 +21,11 @@ const (
 )
 
 // peersLoop keeps what each fetcher knows of its queue (queueLook) up to date. A
-// failed look leaves it as it was: it only tunes how many claims are in flight and
-// when a fetcher asks again.
+// failed look leaves it as it was: it only tunes how many claims are in flight, how
+// large they are and when a fetcher asks again. The first look is Run's, made before
+// the first claim (a fair queue's first claims are capped as the rest are).
 func (r *Runner) peersLoop(ctx context.Context) {
 	for looks := 1; ; looks++ {
-		r.lookForPeers(ctx)
 		wait := r.renewEvery()
 		if looks < peersQuickLooks {
 			wait = min(wait, peersQuickEvery)
@@ -37,6 +37,7 @@ func (r *Runner) peersLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		r.lookForPeers(ctx)
 	}
 }
 

@@ -464,6 +464,8 @@ func (r *Runner) Run(ctx context.Context) error {
 	// should list a runner that is already running jobs. A failed heartbeat is
 	// reported and retried with the next renewal, as later ones are.
 	r.heartbeat(ctx, "running")
+	// The queues' settings and peers too (peersLoop looks again from then on).
+	r.lookForPeers(ctx)
 	r.completer = newCompleter(r)
 	machinery, mctx := errgroup.WithContext(bg)
 	machinery.Go(func() error { r.completer.run(mctx); return nil })
