@@ -37,7 +37,29 @@ func TestConcurrentClaimersNeverClaimAJobTwice(t *testing.T) {
 		jobs = 4000
 	}
 	enqueueNoops(t, b, jobs)
+	claimRace(t, b, "default", jobs)
+}
 
+// The same race in fair queues (by concurrency key and by tenant, 50 keys), whose
+// claims run at once: the walk locks each key's job as it finds it (FOR UPDATE SKIP
+// LOCKED), and no job is claimed twice.
+func TestConcurrentFairClaimersNeverClaimAJobTwice(t *testing.T) {
+	for _, by := range []string{"concurrency_key", "tenant"} {
+		t.Run(by, func(t *testing.T) {
+			b := testkit.Setup(t)
+			const jobs = 4000
+			testkit.ExecAll(t, b, `select pgrun.set_queue('fair', fair_by => '`+by+`')`,
+				fmt.Sprintf(`insert into pgrun.jobs (kind, queue, concurrency_key, tenant, priority)
+				 select '%s', 'fair', 'k' || (i %% 50), 'k' || (i %% 50), i %% 3 from generate_series(1, %d) i`, runner.KindNoop, jobs))
+			claimRace(t, b, "fair", jobs)
+		})
+	}
+}
+
+// claimRace has 16 claimers claim queue's jobs 50 at a time and complete them until
+// none is queued, then checks that each of the queue's jobs was claimed exactly once.
+func claimRace(t *testing.T, b *testkit.DB, queue string, jobs int) {
+	t.Helper()
 	var mu sync.Mutex
 	claims := map[int64]int{}
 	var g errgroup.Group
@@ -45,7 +67,7 @@ func TestConcurrentClaimersNeverClaimAJobTwice(t *testing.T) {
 		g.Go(func() error {
 			worker := fmt.Sprintf("w%d", w)
 			for {
-				rows, err := b.Pool.Query(b.Ctx, `select id, attempt from pgrun.claim_jobs('default', $1, 50)`, worker)
+				rows, err := b.Pool.Query(b.Ctx, `select id, attempt from pgrun.claim_jobs($1, $2, 50)`, queue, worker)
 				if err != nil {
 					return err
 				}
