@@ -3,7 +3,10 @@ package tests
 import (
 	"context"
 	"errors"
+	"fmt"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -106,4 +109,67 @@ func TestFairClaimsWithALimitRunOneAtATime(t *testing.T) {
 	require.Equal(t, "55P03", pgErr.Code)
 	require.NoError(t, first.Commit(b.Ctx))
 	require.Equal(t, 0, claimCount(t, b.Pool, "fq", "w2", 5), "every key is at its limit of one")
+}
+
+// Three `runner work` processes burn a fair queue (by tenant: A with 600 jobs, four
+// small tenants with 10 each, all due at once) and one is killed with SIGKILL while it
+// holds jobs: every job succeeds; a job runs again only if the killed runner held it
+// (attempt 2, at most as many as it held); and the small tenants' jobs are all first
+// claimed before a third of A's are, claims of the three runners at once
+// notwithstanding.
+func TestFairQueueAcrossRunnersAndAKill(t *testing.T) {
+	b := testkit.Setup(t)
+	recordClaims(t, b)
+	testkit.ExecAll(t, b, `select pgrun.set_queue('fair', fair_by => 'tenant')`,
+		`insert into pgrun.jobs (kind, queue, tenant, args, run_at)
+		 select 'sleep', 'fair', 'A', '{"ms": 20}', now() - interval '1 hour' from generate_series(1, 600)`,
+		`insert into pgrun.jobs (kind, queue, tenant, args)
+		 select 'sleep', 'fair', 't' || (i % 4), '{"ms": 20}' from generate_series(1, 40) i`)
+	var procs []*testkit.Proc
+	for i := range 3 {
+		procs = append(procs, startWorker(t, b, "--queues", "fair=4", "--lease", "2s", "--worker-id", fmt.Sprintf("fair-%d", i)))
+	}
+	// Stopped (SIGSTOP) before each look, so that what it holds is still held at the kill.
+	held := 0
+	testkit.Eventually(t, time.Minute, "the first runner holds jobs", func() bool {
+		require.NoError(t, procs[0].Cmd.Process.Signal(syscall.SIGSTOP))
+		held = countRowsTB(t, b, `select count(*) from pgrun.jobs where status = 'running' and claimed_by = 'fair-0'`)
+		if held > 0 {
+			return true
+		}
+		require.NoError(t, procs[0].Cmd.Process.Signal(syscall.SIGCONT))
+		return false
+	})
+	require.NoError(t, procs[0].Cmd.Process.Signal(syscall.SIGKILL))
+	procs[0].Wait(t, 10*time.Second)
+	testkit.Eventually(t, 2*time.Minute, "every job succeeded", func() bool {
+		return countRowsTB(t, b, `select count(*) from pgrun.jobs where queue = 'fair' and status = 'succeeded'`) == 640
+	})
+	again := countRowsTB(t, b, `select count(*) from pgrun.jobs where attempt > 1`)
+	require.LessOrEqual(t, again, held, "jobs run again: only those the killed runner held")
+	require.Equal(t, 0, countRowsTB(t, b, `select count(*) from pgrun.jobs where attempt > 2`))
+	require.Equal(t, 640+again, len(claimLog(t, b, "fair")), "one claim a job, and one more of each job run again")
+
+	// First claims only: a job the killed runner held is claimed again when its lease
+	// has run out, after the burn-down.
+	var claims []claimStart
+	seen := map[int64]bool{}
+	for _, c := range claimLog(t, b, "fair") {
+		if !seen[c.JobID] {
+			seen[c.JobID] = true
+			claims = append(claims, c)
+		}
+	}
+	lastSmall := 0
+	for _, k := range []string{"t0", "t1", "t2", "t3"} {
+		lastSmall = max(lastSmall, lastOf(claims, k, true))
+	}
+	require.Positive(t, lastSmall)
+	aBefore := 0
+	for _, c := range claims[:lastSmall] {
+		if c.Tenant != nil && *c.Tenant == "A" {
+			aBefore++
+		}
+	}
+	require.Less(t, aBefore, 200, "A's jobs claimed before the small tenants' last")
 }
