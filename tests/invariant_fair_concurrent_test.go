@@ -129,17 +129,7 @@ func TestFairQueueAcrossRunnersAndAKill(t *testing.T) {
 	for i := range 3 {
 		procs = append(procs, startWorker(t, b, "--queues", "fair=4", "--lease", "2s", "--worker-id", fmt.Sprintf("fair-%d", i)))
 	}
-	// Stopped (SIGSTOP) before each look, so that what it holds is still held at the kill.
-	held := 0
-	testkit.Eventually(t, time.Minute, "the first runner holds jobs", func() bool {
-		require.NoError(t, procs[0].Cmd.Process.Signal(syscall.SIGSTOP))
-		held = countRowsTB(t, b, `select count(*) from pgrun.jobs where status = 'running' and claimed_by = 'fair-0'`)
-		if held > 0 {
-			return true
-		}
-		require.NoError(t, procs[0].Cmd.Process.Signal(syscall.SIGCONT))
-		return false
-	})
+	held := stopHolding(t, b, procs[0], "fair-0", 1, time.Minute)
 	require.NoError(t, procs[0].Cmd.Process.Signal(syscall.SIGKILL))
 	procs[0].Wait(t, 10*time.Second)
 	testkit.Eventually(t, 2*time.Minute, "every job succeeded", func() bool {

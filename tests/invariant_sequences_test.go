@@ -90,18 +90,9 @@ func TestSequencesRunOneAtATimeInOrderThroughSIGKILL(t *testing.T) {
 	testkit.Eventually(t, 2*time.Minute, "a third of the jobs done", func() bool {
 		return testkit.CountStatus(t, b, pgrun.StatusSucceeded) >= jobs/3
 	})
-	// Stopped (SIGSTOP) before each look, so that the 20 ms jobs it holds cannot finish
-	// and be reported between the look and the kill (with the look alone they did, in
-	// a loaded CI); several, so that some are still in their handlers, not in a report
-	// already on its way.
-	testkit.Eventually(t, 10*time.Second, "the victim holds jobs", func() bool {
-		require.NoError(t, procs[0].Cmd.Process.Signal(syscall.SIGSTOP))
-		if countRows(t, b, `select count(*) from pgrun.jobs where status = 'running' and claimed_by = 'seq-0'`) >= 4 {
-			return true
-		}
-		require.NoError(t, procs[0].Cmd.Process.Signal(syscall.SIGCONT))
-		return false
-	})
+	// Several, so that some are still in their handlers, not in a report already on
+	// its way.
+	stopHolding(t, b, procs[0], "seq-0", 4, 10*time.Second)
 	require.NoError(t, procs[0].Cmd.Process.Signal(syscall.SIGKILL))
 	testkit.Eventually(t, 4*time.Minute, "every job succeeded", func() bool {
 		return testkit.CountStatus(t, b, pgrun.StatusSucceeded) == jobs

@@ -12,7 +12,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/pgrun/pgrun/internal/testkit"
 )
@@ -50,4 +54,25 @@ func startWorker(t *testing.T, b *testkit.DB, args ...string) *testkit.Proc {
 func startWorkerURL(t *testing.T, dbURL string, args ...string) *testkit.Proc {
 	t.Helper()
 	return testkit.StartProc(t, "runner", exec.Command(runnerBin, append([]string{"work", "--examples", "--database-url", dbURL}, args...)...))
+}
+
+// stopHolding stops the runner process p (SIGSTOP) at a moment when its worker holds
+// at least atLeast running jobs, and returns how many it holds, so that a SIGKILL
+// after it kills a runner with jobs in their handlers: looked at while it ran, its
+// short jobs could all finish and be reported between the look and the kill (they
+// did, in a loaded CI). A look that finds too few lets it run on (SIGCONT) and looks
+// again, until timeout.
+func stopHolding(t *testing.T, b *testkit.DB, p *testkit.Proc, worker string, atLeast int, timeout time.Duration) int {
+	t.Helper()
+	held := 0
+	testkit.Eventually(t, timeout, worker+" holds jobs", func() bool {
+		require.NoError(t, p.Cmd.Process.Signal(syscall.SIGSTOP))
+		held = countRowsTB(t, b, `select count(*) from pgrun.jobs where status = 'running' and claimed_by = $1`, worker)
+		if held >= atLeast {
+			return true
+		}
+		require.NoError(t, p.Cmd.Process.Signal(syscall.SIGCONT))
+		return false
+	})
+	return held
 }
