@@ -224,9 +224,10 @@ begin
 
   if v_keyed then
     -- Per-key flow control (39_claim_keyed.sql), under the queue's row lock unless the
-    -- queue has fairness alone: it chooses and locks the jobs. A fair claim's come back in their round-robin order (a runner
-    -- starts the jobs of a claim larger than its free slots in the order they come);
-    -- the others' in the UPDATE's, as the passes below return theirs.
+    -- queue has fairness alone: it chooses and locks the jobs. A fair claim's come back
+    -- in their round-robin order (a runner starts the jobs of a claim larger than its
+    -- free slots in the order they come); the others' in the UPDATE's, as the passes
+    -- below return theirs.
     v_ids := pgrun.claim_keyed(q, worker, v_left, lease, v_now, kinds, v_tenant, models, v_servable, v_wait);
     if cardinality(v_ids) > 0 and q.fair_by is null then
       return query select * from pgrun.claim_locked(v_ids, worker, v_now, lease);

@@ -1,10 +1,11 @@
 -- 39_claim_keyed.sql: the claim of a queue with flow control per key, from the pieces
 -- of 38_claim_keys.sql (that file says what the claim keeps and how).
 
--- claim_keyed chooses up to n jobs of queue q (its row, locked FOR UPDATE by
--- claim_jobs where claim_exclusive says so; not for fairness alone) for worker at at, under the queue's per-key settings, locks them, counts
--- them in their keys' rate windows, and returns their ids in claim order; claim_jobs
--- claims them (claim_locked) in the same transaction. The filters (kinds, tenant,
+-- claim_keyed chooses up to n jobs of queue q (its row locked FOR UPDATE by claim_jobs
+-- where claim_exclusive says so, not for fairness alone) for worker at at, under the
+-- queue's per-key settings, locks them, counts them in their keys' rate windows, and
+-- returns their ids in claim order; claim_jobs claims them (claim_locked) in the same
+-- transaction. The filters (kinds, tenant,
 -- models, servable, warm_wait) are claim_jobs'. Three ways, by the queue's settings:
 --
 -- Fair (fair_by): round-robin across the keys of the queue's due jobs, one job per key
