@@ -342,6 +342,10 @@ func TestWorkRejectsBadFlagsBeforeConnecting(t *testing.T) {
 		{[]string{"--queues", "default=99999999999999999999999"}, []string{`--queues: worker count "99999999999999999999999" of queue default is out of range: give 1 to 10000`}},
 		{[]string{"--queues", "default=-3"}, []string{`--queues: worker count "-3" of queue default is not a whole number of at least 1`}},
 		{[]string{"--queues", "gpu=gpu,gpu=2"}, []string{"--queues: queue gpu is given twice"}},
+		{[]string{"--queues", "fair=8:0"}, []string{`--queues: claim cap "0" of queue fair is not a whole number of at least 1`}},
+		{[]string{"--queues", "fair=8:10001"}, []string{"--queues: claim cap 10001 of queue fair is over the limit of 10000"}},
+		{[]string{"--queues", "fair=8:"}, []string{`--queues: claim cap "" of queue fair is not a whole number of at least 1`}},
+		{[]string{"--queues", "fair=x:5"}, []string{`--queues: worker count "x" of queue fair is not a whole number of at least 1`}},
 		{[]string{"--queues", "Images=2"}, []string{`--queues: queue name "Images" is not valid`}},
 		{[]string{"--queues", "a" + strings.Repeat("b", 63) + "=1"}, []string{"--queues: queue name", "is not valid"}},
 		{[]string{"--queues", ""}, []string{`--queues part "" is not name=N`}},
@@ -365,12 +369,13 @@ func TestWorkRejectsBadFlagsBeforeConnecting(t *testing.T) {
 // The flags at their bounds are accepted and reach the runner's configuration.
 func TestWorkFlagsAtTheirBounds(t *testing.T) {
 	t.Parallel()
-	f := &workFlags{queues: "default=10000,images=1,gpu=gpu", workerID: strings.Repeat("é", 200),
+	f := &workFlags{queues: "default=10000,images=1,gpu=gpu,fair=50:250,gpus=gpu:1,edge=1:10000", workerID: strings.Repeat("é", 200),
 		logLevel: "debug", lease: time.Second, poll: 10 * time.Millisecond, linger: time.Second}
 	cfg, level, err := f.config(func(string) bool { return true })
 	require.NoError(t, err)
 	require.Equal(t, slog.LevelDebug, level)
-	require.Equal(t, map[string]runner.QueueConfig{"default": {Workers: 10000}, "images": {Workers: 1}, "gpu": {GPU: true}}, cfg.Queues)
+	require.Equal(t, map[string]runner.QueueConfig{"default": {Workers: 10000}, "images": {Workers: 1}, "gpu": {GPU: true},
+		"fair": {Workers: 50, MaxClaim: 250}, "gpus": {GPU: true, MaxClaim: 1}, "edge": {Workers: 1, MaxClaim: 10000}}, cfg.Queues)
 	require.Equal(t, time.Second, cfg.Lease)
 	require.Equal(t, 10*time.Millisecond, cfg.PollInterval)
 	require.Equal(t, time.Nanosecond, cfg.ShutdownGrace, "--grace 0 means no grace, not the runner's default")

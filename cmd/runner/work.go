@@ -169,7 +169,8 @@ report); without it, the
 handlers a program registers (see the runner package) are the only ones.
 
 Every flag is checked before connecting: --queues takes name=N with N from 1 to
-10000 (or gpu), --lease 0 or at least 1s, --grace 0 or more, --poll-interval at
+10000 (or gpu), and name=N:M to cap the queue's claims at M jobs a call (1 to 10000;
+a fair queue's default is 250, docs/operations.md, Fairness), --lease 0 or at least 1s, --grace 0 or more, --poll-interval at
 least 10ms, --complete-linger 0 to 1s, --worker-id 1 to 200 characters.
 
 Through a transaction-mode pooler (PgBouncer, a cloud pooler), --database-url is the
@@ -225,7 +226,7 @@ serves Prometheus metrics (docs/metrics.md).`,
 			return r.Run(cmd.Context())
 		},
 	}
-	cmd.Flags().StringVar(&f.queues, "queues", "default=8", "queues to serve and their worker counts: name=N,name=N (N from 1 to 10000, or gpu: one per device)")
+	cmd.Flags().StringVar(&f.queues, "queues", "default=8", "queues to serve and their worker counts: name=N,name=N (N from 1 to 10000, or gpu: one per device; name=N:M caps its claims at M jobs)")
 	cmd.Flags().StringVar(&f.workerID, "worker-id", "", "worker id, 1 to 200 characters (default host:pid:random)")
 	cmd.Flags().DurationVar(&f.grace, "grace", runner.DefaultShutdownGrace, "how long in-flight jobs may finish after SIGTERM (0: cancel them at once)")
 	cmd.Flags().DurationVar(&f.lease, "lease", 0, "claim lease, at least 1s, renewed every lease/3 (0: each queue's default_lease, else "+pgrun.DefaultLease.String()+")")
@@ -257,22 +258,43 @@ func parseQueues(spec string) (map[string]runner.QueueConfig, error) {
 		if _, dup := out[name]; dup {
 			return nil, fmt.Errorf("--queues: queue %s is given twice", name)
 		}
+		// N:M caps the queue's claims at M jobs (runner.QueueConfig.MaxClaim).
+		n, m, capped := strings.Cut(n, ":")
+		var q runner.QueueConfig
+		if capped {
+			c, err := queueCount("claim cap", m, name)
+			if err != nil {
+				return nil, err
+			}
+			q.MaxClaim = c
+		}
 		if n == "gpu" { // one slot per device
-			out[name] = runner.QueueConfig{GPU: true}
-			continue
+			q.GPU = true
+		} else {
+			w, err := queueCount("worker count", n, name)
+			if err != nil {
+				return nil, err
+			}
+			q.Workers = w
 		}
-		workers, err := strconv.Atoi(n)
-		switch {
-		case errors.Is(err, strconv.ErrRange):
-			return nil, fmt.Errorf("--queues: worker count %s of queue %s is out of range: give 1 to %d", clip(n), name, maxQueueWorkers)
-		case err != nil || workers < 1:
-			return nil, fmt.Errorf("--queues: worker count %s of queue %s is not a whole number of at least 1", clip(n), name)
-		case workers > maxQueueWorkers:
-			return nil, fmt.Errorf("--queues: worker count %d of queue %s is over the limit of %d", workers, name, maxQueueWorkers)
-		}
-		out[name] = runner.QueueConfig{Workers: workers}
+		out[name] = q
 	}
 	return out, nil
+}
+
+// queueCount parses what (a worker count, a claim cap) of queue name in --queues: a
+// whole number from 1 to maxQueueWorkers.
+func queueCount(what, n, name string) (int, error) {
+	v, err := strconv.Atoi(n)
+	switch {
+	case errors.Is(err, strconv.ErrRange):
+		return 0, fmt.Errorf("--queues: %s %s of queue %s is out of range: give 1 to %d", what, clip(n), name, maxQueueWorkers)
+	case err != nil || v < 1:
+		return 0, fmt.Errorf("--queues: %s %s of queue %s is not a whole number of at least 1", what, clip(n), name)
+	case v > maxQueueWorkers:
+		return 0, fmt.Errorf("--queues: %s %d of queue %s is over the limit of %d", what, v, name, maxQueueWorkers)
+	}
+	return v, nil
 }
 
 // checkLogFormat accepts the values of --log-format ("" is text, the default).
