@@ -169,9 +169,10 @@ report); without it, the
 handlers a program registers (see the runner package) are the only ones.
 
 Every flag is checked before connecting: --queues takes name=N with N from 1 to
-10000 (or gpu), and name=N:M to cap the queue's claims at M jobs a call (1 to 10000;
-a fair queue's default is 250, docs/operations.md, Fairness), --lease 0 or at least 1s, --grace 0 or more, --poll-interval at
-least 10ms, --complete-linger 0 to 1s, --worker-id 1 to 200 characters.
+10000 (or gpu), and name=N:M to cap the queue's claims at M jobs a call (1 to
+10000; a fair queue's default is 250, docs/operations.md, Fairness), --lease 0 or
+at least 1s, --grace 0 or more, --poll-interval at least 10ms, --complete-linger 0
+to 1s, --worker-id 1 to 200 characters.
 
 Through a transaction-mode pooler (PgBouncer, a cloud pooler), --database-url is the
 pooled URL and --listen-url (default $PGRUN_LISTEN_URL) a direct one to the same

@@ -426,33 +426,35 @@ begin
     end if;
   end if;
 
-  if not v_exclusive and (v_cursor is distinct from v_start or v_ni is distinct from v_fi
-                          or v_next_kl is distinct from v_keyless_at) then
-    -- Fairness alone (claim_exclusive): claims run at once, and the cursor is a hint
-    -- they share. A claim writes it only if no other claim in flight holds its row
-    -- (which it holds to its commit, its UPDATE of the jobs included): waiting for that
-    -- would make the claims run one at a time again. A claim that began with the same
-    -- cursor as one in flight served the same keys, each one's next job, so the keys
-    -- still go round in turn, two jobs a turn while two claims overlap.
-    if v_cursor_row then
-      update pgrun.fair_cursors c
-      set key = v_cursor, front_priority = v_np, front_run_at = v_nr, front_id = v_ni, keyless_at = v_next_kl
-      where c.queue = q.name
-        and c.queue in (select x.queue from pgrun.fair_cursors x where x.queue = q.name for update skip locked);
+  if v_cursor is distinct from v_start or v_moved or v_prune or v_ni is distinct from v_fi
+     or v_next_kl is distinct from v_keyless_at then
+    if not v_exclusive then
+      -- Fairness alone (claim_exclusive): claims run at once, and the cursor is a hint
+      -- they share (the sweep and prune times are not theirs). A claim writes it only
+      -- if no other claim in flight holds its row (which it holds to its commit, its
+      -- UPDATE of the jobs included): waiting for that would make the claims run one
+      -- at a time again. A claim that began with the same cursor as one in flight
+      -- served the same keys, each one's next job, so the keys still go round in turn,
+      -- two jobs a turn while two claims overlap.
+      if v_cursor_row then
+        update pgrun.fair_cursors c
+        set key = v_cursor, front_priority = v_np, front_run_at = v_nr, front_id = v_ni, keyless_at = v_next_kl
+        where c.queue = q.name
+          and c.queue in (select x.queue from pgrun.fair_cursors x where x.queue = q.name for update skip locked);
+      else
+        insert into pgrun.fair_cursors (queue, key, front_priority, front_run_at, front_id, keyless_at)
+        values (q.name, v_cursor, v_np, v_nr, v_ni, v_next_kl)
+        on conflict (queue) do nothing;
+      end if;
     else
-      insert into pgrun.fair_cursors (queue, key, front_priority, front_run_at, front_id, keyless_at)
-      values (q.name, v_cursor, v_np, v_nr, v_ni, v_next_kl)
-      on conflict (queue) do nothing;
+      insert into pgrun.fair_cursors as c (queue, key, front_priority, front_run_at, front_id, front_swept_at,
+                                           keyless_at, pruned_at)
+      values (q.name, v_cursor, v_np, v_nr, v_ni, v_swept_at, v_next_kl, v_pruned_at)
+      on conflict (queue) do update
+      set key = excluded.key, front_priority = excluded.front_priority, front_run_at = excluded.front_run_at,
+          front_id = excluded.front_id, front_swept_at = excluded.front_swept_at, keyless_at = excluded.keyless_at,
+          pruned_at = excluded.pruned_at;
     end if;
-  elsif v_exclusive and (v_cursor is distinct from v_start or v_moved or v_prune or v_ni is distinct from v_fi
-                         or v_next_kl is distinct from v_keyless_at) then
-    insert into pgrun.fair_cursors as c (queue, key, front_priority, front_run_at, front_id, front_swept_at, keyless_at,
-                                         pruned_at)
-    values (q.name, v_cursor, v_np, v_nr, v_ni, v_swept_at, v_next_kl, v_pruned_at)
-    on conflict (queue) do update
-    set key = excluded.key, front_priority = excluded.front_priority, front_run_at = excluded.front_run_at,
-        front_id = excluded.front_id, front_swept_at = excluded.front_swept_at, keyless_at = excluded.keyless_at,
-        pruned_at = excluded.pruned_at;
   end if;
   if cardinality(v_ids) = 0 then
     return v_ids;
