@@ -41,6 +41,7 @@ func BenchmarkSequencesBurnDown(b *testing.B) {
 		if sequenced {
 			require.Equal(b, keys, countRowsTB(b, db, `select count(*) from pgrun.jobs where status = 'queued'`))
 		}
+		checkpoint(b) // the enqueue's dirty pages written before the clock starts, as in burnDownCases
 		r := benchRunner(db.Pool, 200)
 		testkit.Handle(b, r, "work", func(context.Context, *runner.Job[struct{}]) (any, error) { return nil, nil })
 		began := time.Now()
