@@ -75,17 +75,20 @@ begin
 end;
 $$;
 
--- key_rooms says, for each concurrency key of keys, how many more of its jobs may start
+-- key_limits says, for each concurrency key of keys, how many more of its jobs may start
 -- now in queue q: under its concurrency_limit (running jobs with the key count, in any
 -- queue, as they always have) and its key_rate_limit (claims in the key's current
 -- window, pgrun.key_rate_windows); room is NULL when neither limit is set, never below
--- 0. The running jobs are counted for all the keys at once, through
--- jobs_running_key_idx; each key's window is read by its primary key (a lateral
--- probe): joined as a set, the planner's generic plan read the queue's every window
--- through key_rate_windows_start_idx for each claim and matched them key by key, 3.7
--- ms a claim of 100 over 1,000 keys, a claim's cost growing with the queue's keys.
-create or replace function pgrun.key_rooms(q pgrun.queues, keys text[], at timestamptz)
-returns table (key text, room integer)
+-- 0. window_tid is the row of the key's rate window, current or ended (NULL: it has
+-- none, or the queue no key_rate_limit), which the claim counts its jobs in (by row
+-- address, as claim_keyed says) without a look of its own. The running jobs are
+-- counted for all the keys at once, through jobs_running_key_idx; each key's window is
+-- read by its primary key (a lateral probe): joined as a set, the planner's generic
+-- plan read the queue's every window through key_rate_windows_start_idx for each claim
+-- and matched them key by key, 3.7 ms a claim of 100 over 1,000 keys, a claim's cost
+-- growing with the queue's keys.
+create or replace function pgrun.key_limits(q pgrun.queues, keys text[], at timestamptz)
+returns table (key text, room integer, window_tid tid)
 language plpgsql
 stable
 set search_path = pgrun, pg_catalog
@@ -99,15 +102,16 @@ begin
   return query
   select k.k, case when q.concurrency_limit is not null or q.key_rate_limit is not null
                    then greatest(least(q.concurrency_limit - coalesce(r.n, 0)::integer,
-                                       q.key_rate_limit - coalesce(w.count, 0)), 0) end
+                                       q.key_rate_limit - coalesce(w.count, 0)), 0) end,
+         w.ctid
   from (select distinct u.k from unnest(keys) u(k) where u.k is not null) k
   left join (select j.concurrency_key, count(*) as n from pgrun.jobs j
              where q.concurrency_limit is not null and j.status = 'running' and j.concurrency_key = any (keys)
              group by j.concurrency_key) r on r.concurrency_key = k.k
   left join lateral (
-    select w.count from pgrun.key_rate_windows w
+    select w.ctid, case when w.window_start + pgrun.rate_period(q.key_rate_period) > at then w.count end as count
+    from pgrun.key_rate_windows w
     where q.key_rate_limit is not null and w.queue = q.name and w.key = k.k
-      and w.window_start + pgrun.rate_period(q.key_rate_period) > at
     limit 1) w on true;
 end;
 $$;
@@ -462,7 +466,7 @@ $$;
 -- claim_pick chooses, from candidates given as parallel arrays (ids, their concurrency
 -- keys cks, their ranks and groups), up to lim jobs in claim order (rank, then group),
 -- at most cap per group (NULL: no cap). With check_room, a job whose concurrency key
--- has no room left (key_rooms, less the jobs of the key this claim chose already,
+-- has no room left (key_limits, less the jobs of the key this claim chose already,
 -- taken) is passed over, so a key at its limit never holds up the rest. Returns the
 -- chosen in claim order.
 create or replace function pgrun.claim_pick(
@@ -492,7 +496,7 @@ begin
   ),
   rooms as (
     select r.key as ck, r.room - coalesce(t.n, 0)::integer as room
-    from pgrun.key_rooms(q, (select array_agg(distinct c.ck) from cand c where check_room), at) r
+    from pgrun.key_limits(q, (select array_agg(distinct c.ck) from cand c where check_room), at) r
     left join (select t.k, count(*) as n from unnest(taken) t(k) group by t.k) t on t.k = r.key
   ),
   kept as (

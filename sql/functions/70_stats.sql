@@ -112,7 +112,7 @@ $$;
 --   key_rate_limit, key_rate_period, key_windows   the per-key rate, and the keys with a
 --                   rate window open now
 --   keys_at_limit   keys that may start nothing more now: at their concurrency limit or
---                   with their rate window full (key_rooms)
+--                   with their rate window full (key_limits)
 --   priority_aging  the queue's aging (NULL: none)
 create or replace function pgrun.queue_counts()
 returns table (queue text, paused boolean, queued bigint, scheduled bigint, running bigint,
@@ -300,7 +300,7 @@ begin
              count(*) filter (where exists (select 1 from pgrun.key_rate_windows w
                                             where w.queue = q.name and w.key = k.k
                                               and w.window_start + pgrun.rate_period(q.key_rate_period) > v_now)),
-             (select count(*) from pgrun.key_rooms(q, array(select x.k from keys x), v_now) r where r.room = 0)
+             (select count(*) from pgrun.key_limits(q, array(select x.k from keys x), v_now) r where r.room = 0)
       into keys_running, key_windows, keys_at_limit
       from keys k;
       if q.concurrency_limit is null then

@@ -36,9 +36,9 @@ $$;
 -- job of the queue running with the key, or the key's rate window open), at most
 -- max_rows (1 to 1000) of them: those that may start nothing more first (room 0), then
 -- the busiest. Each row: the key; its running jobs (in any queue, as the claim counts
--- them for concurrency_limit, key_rooms) and the queue's concurrency_limit; the claims
+-- them for concurrency_limit, key_limits) and the queue's concurrency_limit; the claims
 -- in its current rate window, the queue's key_rate_limit and when the window ends;
--- room, how many more of its jobs may start now (key_rooms); its queued jobs in
+-- room, how many more of its jobs may start now (key_limits); its queued jobs in
 -- the queue, counted up to queue_view_held_cap() (queued_more past it); and keys_in_use,
 -- how many keys use the limits now (the same on every row; counted up to
 -- stats_exact_limit() from each source, as queue_stats' keys_running and key_windows
@@ -94,7 +94,7 @@ begin
            w.window_start + v_period as window_ends, count(*) over () as keys_in_use, m.room
     from keys k
     -- The room as the claim decides it (and queue_counts' keys_at_limit counts it).
-    left join pgrun.key_rooms(q, array(select x.k from keys x), v_now) m on m.key = k.k
+    left join pgrun.key_limits(q, array(select x.k from keys x), v_now) m on m.key = k.k
     left join (select j.concurrency_key, count(*) as n from pgrun.jobs j
                where q.concurrency_limit is not null and j.status = 'running'
                  and j.concurrency_key = any (array(select x.k from keys x))
