@@ -229,40 +229,37 @@ func benchEnvDuration(b *testing.B, name string) time.Duration {
 // "trickle"), counting those that committed in n, until the returned function is
 // called.
 func trickleInto(db *testkit.DB, d time.Duration, n *atomic.Int64) (stop func()) {
-	ctx, cancel := context.WithCancel(db.Ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(d)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			if _, err := db.Pool.Exec(ctx, `insert into pgrun.jobs (kind, queue, tenant, concurrency_key)
-				values ('work', 'bench', 'trickle', 'trickle')`); err == nil {
-				n.Add(1)
-			}
+	return repeatEvery(db.Ctx, d, func(ctx context.Context) {
+		if _, err := db.Pool.Exec(ctx, `insert into pgrun.jobs (kind, queue, tenant, concurrency_key)
+			values ('work', 'bench', 'trickle', 'trickle')`); err == nil {
+			n.Add(1)
 		}
-	}()
-	return func() { cancel(); <-done }
+	})
 }
 
 // vacuumEvery vacuums db's pgrun.jobs every d (as autovacuum would; this project's
 // test server runs without it) until the returned function is called, which waits for
 // a vacuum in progress to end.
 func vacuumEvery(db *testkit.DB, d time.Duration) (stop func()) {
-	ctx, cancel := context.WithCancel(db.Ctx)
+	return repeatEvery(db.Ctx, d, func(ctx context.Context) { _, _ = db.Pool.Exec(ctx, `vacuum pgrun.jobs`) })
+}
+
+// repeatEvery calls fn at once and then every d (a call that runs past a tick skips
+// it) until the returned function is called, which cancels fn's context and waits for
+// a call in progress to return.
+func repeatEvery(ctx context.Context, d time.Duration, fn func(context.Context)) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for ctx.Err() == nil {
-			_, _ = db.Pool.Exec(ctx, `vacuum pgrun.jobs`)
+		tick := time.NewTicker(d)
+		defer tick.Stop()
+		for {
+			fn(ctx)
 			select {
 			case <-ctx.Done():
-			case <-time.After(d):
+				return
+			case <-tick.C:
 			}
 		}
 	}()
