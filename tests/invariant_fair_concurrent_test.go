@@ -91,6 +91,31 @@ func TestFairClaimsInFlightTogetherTakeEachKeysNextJob(t *testing.T) {
 	}
 }
 
+// A fair claim whose walk passes the last key and goes on from the first locks only
+// the jobs it takes: a claim beside it skips whatever it holds (SKIP LOCKED), so a job
+// held and left would wait for its commit, and a runner took the short claim for a
+// drained queue. Thirty keys of two jobs each; a first claim takes twenty keys' first
+// jobs, so the second (fifteen) walks the last ten keys and then five from the start.
+// It asked the walk for twice what it still needed there, and held five jobs it left.
+func TestAFairClaimHoldsOnlyTheJobsItTakes(t *testing.T) {
+	b := testkit.Setup(t)
+	testkit.ExecAll(t, b, `select pgrun.set_queue('fq', fair_by => 'concurrency_key')`,
+		`insert into pgrun.jobs (kind, queue, concurrency_key, run_at)
+		 select 'noop', 'fq', 'k' || lpad((i % 30)::text, 2, '0'), now() - interval '1 hour' + i * interval '1 second'
+		 from generate_series(0, 59) i`,
+		`select count(*) from pgrun.claim_jobs('fq', 'w1', 20)`)
+	tx := beginWithin(t, b, "")
+	ids, _ := claimInTx(t, b.Ctx, tx, "fq", "w2", 15)
+	require.Len(t, ids, 15)
+	// Seen from another session, the claim's jobs are still queued (uncommitted) and
+	// locked, as is any job it holds and did not take.
+	queued := countRowsTB(t, b, `select count(*) from pgrun.jobs where queue = 'fq' and status = 'queued'`)
+	free := countRowsTB(t, b, `select count(*) from (select id from pgrun.jobs where queue = 'fq' and status = 'queued'
+		for update skip locked) s`)
+	require.Equal(t, 40, queued)
+	require.Equal(t, 15, queued-free, "jobs the claim holds: the fifteen it took and no more")
+}
+
 // A fair queue with a per-key concurrency limit keeps its claims one at a time: the
 // second claim waits on the first (here into its lock_timeout), because the first's
 // jobs, not yet committed, must count against their keys' limits.

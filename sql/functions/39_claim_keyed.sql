@@ -353,7 +353,13 @@ begin
         end if;
       end if;
       exit when cardinality(v_ids) >= n or v_walked >= walk_budget;
-      v_mult := least(2 * v_mult, 1024);
+      -- Ask further only where a key the walk returns may give nothing (at a limit, or
+      -- found by its key alone): in one probe without limits every key returned gives
+      -- its job, and asking for more than the claim needs would lock jobs it then
+      -- leaves (a claim beside it passes over them, SKIP LOCKED, until it commits).
+      if v_limited or not v_one_probe then
+        v_mult := least(2 * v_mult, 1024);
+      end if;
     end loop;
     if cardinality(v_ids) > n then
       v_ids := v_ids[1:n];
