@@ -25,6 +25,9 @@ type completion struct {
 	// completer.hold).
 	at   time.Time
 	soon bool
+	// promised: the job is of a sequence and its room waits for the job after it
+	// (handoff.go).
+	promised bool
 }
 
 // completeConcurrency is how many complete_jobs calls the completer keeps in flight:
@@ -57,14 +60,17 @@ type completer struct {
 	// soon counts the buffered successes that must not be held back, last is the
 	// size of the latest batch taken (see hold); linger pokes run when the oldest held
 	// success is due, and is run's own.
-	soon   int
-	last   int
-	linger *time.Timer
-	signal chan struct{}
-	slots  chan struct{} // one token per call in flight
-	sends  sync.WaitGroup
-	done   chan struct{}
-	closed chan struct{}
+	soon int
+	last int
+	// promised counts the buffered successes whose room waits for the job after them
+	// (handoff.go): a second call goes out for them without waiting for a full batch.
+	promised int
+	linger   *time.Timer
+	signal   chan struct{}
+	slots    chan struct{} // one token per call in flight
+	sends    sync.WaitGroup
+	done     chan struct{}
+	closed   chan struct{}
 	// draining is set when run drains the buffer for a shutdown: from then on a
 	// batch whose try runs out is given up to its leases rather than kept (keep).
 	draining atomic.Bool
@@ -95,6 +101,9 @@ func (c *completer) add(xs ...completion) {
 		xs[i].at = at
 		if xs[i].soon {
 			c.soon++
+		}
+		if xs[i].promised {
+			c.promised++
 		}
 	}
 	if len(c.buf)+len(xs) > cap(c.buf) {
@@ -142,12 +151,13 @@ func (c *completer) run(ctx context.Context) {
 }
 
 // take removes the next batch from the buffer; nil if it is empty, or, with full,
-// if it holds less than a full batch.
+// if it holds less than a full batch and no success whose room waits for the job
+// after it (promised: the runner's capacity waits on it, as on a claim in flight).
 func (c *completer) take(full bool) []completion {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := min(len(c.buf), DefaultCompleteBatch)
-	if n == 0 || (full && n < DefaultCompleteBatch) {
+	if n == 0 || (full && n < DefaultCompleteBatch && c.promised == 0) {
 		return nil
 	}
 	batch := c.buf[:n:n]
@@ -155,6 +165,9 @@ func (c *completer) take(full bool) []completion {
 	for _, x := range batch {
 		if x.soon {
 			c.soon--
+		}
+		if x.promised {
+			c.promised--
 		}
 	}
 	c.last = n
@@ -364,7 +377,8 @@ func (c *completer) ended(batch []completion, done []int64, took time.Duration, 
 
 // send records batch with one complete_jobs call, retrying transient errors, and
 // then wakes this runner's fetchers of the queues in which the batch readied jobs. It
-// returns the ids complete_jobs finished.
+// returns the ids complete_jobs finished. The call takes the next jobs of the batch's
+// sequence heads for this runner where it has room (handoff.go).
 func (c *completer) send(ctx context.Context, batch []completion) ([]int64, error) {
 	ids := make([]int64, len(batch))
 	attempts := make([]int32, len(batch))
@@ -381,12 +395,19 @@ func (c *completer) send(ctx context.Context, batch []completion) ([]int64, erro
 	}
 	var readied string
 	var done []int64
+	h := c.handoffFor(batch)
+	var handed []*pgrun.Job
 	err := withRetry(ctx, func(ctx context.Context) error {
 		// pgrun.readied lists, for the rest of the transaction, the queues in which
 		// its dispatches queued jobs (pgrun.queue_readied); the outer select reads it
 		// once complete_jobs has run.
 		began := time.Now()
-		err := c.r.pool.QueryRow(ctx, sqlapi.CompleteJobs, ids, attempts, results, c.r.cfg.WorkerID, claims).Scan(&readied, &done)
+		var err error
+		if h == nil {
+			err = c.r.pool.QueryRow(ctx, sqlapi.CompleteJobs, ids, attempts, results, c.r.cfg.WorkerID, claims).Scan(&readied, &done)
+		} else {
+			readied, done, handed, err = c.sendHandoff(ctx, h, ids, attempts, results, claims)
+		}
 		if err != nil {
 			c.r.down.fail("complete_jobs", err)
 		} else {
@@ -394,6 +415,9 @@ func (c *completer) send(ctx context.Context, batch []completion) ([]int64, erro
 		}
 		return err
 	})
+	if h != nil {
+		h.release(c.r, handed)
+	}
 	if err == nil {
 		c.r.stats.completeCalls.Add(1)
 		c.r.wakeReadied(readied)

@@ -83,6 +83,9 @@ type fetcher struct {
 	ranSum  time.Duration
 	ranN    int
 	closed  bool
+	// handing is the room set aside for jobs a completion in flight may hand over
+	// (handRoom, handoff.go).
+	handing int
 
 	// claimFn is claim; a test may put a stand-in here.
 	claimFn func(ctx context.Context, n int, after *claimKey) ([]*pgrun.Job, bool, error)
@@ -225,7 +228,7 @@ func (f *fetcher) claimCap() int {
 // claim in flight.
 func (f *fetcher) free() int {
 	f.readyMu.Lock()
-	used := f.busy + len(f.ready)
+	used := f.busy + len(f.ready) + f.handing
 	f.readyMu.Unlock()
 	return f.slots + f.prefetch() - used - f.reserved
 }
@@ -530,6 +533,12 @@ func (f *fetcher) requeueBuffered() {
 	jobs := f.ready
 	f.ready = nil
 	f.readyMu.Unlock()
+	f.requeue(jobs)
+}
+
+// requeue puts jobs claimed here and not started back in the queue without spending
+// an attempt, in one call.
+func (f *fetcher) requeue(jobs []*pgrun.Job) {
 	if len(jobs) == 0 {
 		return
 	}

@@ -8,6 +8,9 @@ import "sync/atomic"
 type Stats struct {
 	// Claimed is the number of jobs handed to this runner by claim_jobs.
 	Claimed int64
+	// Handed is the number of jobs of sequences handed to this runner as it completed
+	// the job before them (the handoff), not claimed.
+	Handed int64
 	// Completed is the number of successes recorded (committed by complete_jobs).
 	Completed int64
 	// ClaimCalls and CompleteCalls count the claim_jobs and complete_jobs calls that
@@ -28,6 +31,7 @@ type Stats struct {
 // stats holds the live counters behind [Runner.Stats].
 type stats struct {
 	claimed       atomic.Int64
+	handed        atomic.Int64
 	completed     atomic.Int64
 	claimCalls    atomic.Int64
 	completeCalls atomic.Int64
@@ -38,6 +42,7 @@ type stats struct {
 func (r *Runner) Stats() Stats {
 	return Stats{
 		Claimed:       r.stats.claimed.Load(),
+		Handed:        r.stats.handed.Load(),
 		Completed:     r.stats.completed.Load(),
 		ClaimCalls:    r.stats.claimCalls.Load(),
 		CompleteCalls: r.stats.completeCalls.Load(),

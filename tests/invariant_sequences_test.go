@@ -23,13 +23,15 @@ import (
 
 // seqLog records, from the database's side, every job of a sequence that starts
 // running or stops (succeeds, fails, is requeued by the reaper...), in the order the
-// transitions happened: a test-only trigger on pgrun.jobs.
+// transitions happened, with the status it left (a start from pending is a handoff):
+// a test-only trigger on pgrun.jobs.
 var seqLog = []string{
-	`create table seq_log (n bigint generated always as identity primary key, job_id bigint, key text, event text)`,
+	`create table seq_log (n bigint generated always as identity primary key, job_id bigint, key text, event text,
+	   from_status text)`,
 	`create function seq_log() returns trigger language plpgsql as $$
 	 begin
-	   insert into public.seq_log (job_id, key, event)
-	   values (new.id, new.sequence_key, case when new.status = 'running' then 'start' else 'stop' end);
+	   insert into public.seq_log (job_id, key, event, from_status)
+	   values (new.id, new.sequence_key, case when new.status = 'running' then 'start' else 'stop' end, old.status::text);
 	   return null;
 	 end $$`,
 	`create trigger seq_log after update of status on pgrun.jobs for each row
@@ -73,7 +75,8 @@ func checkSeqLog(t *testing.T, b *testkit.DB) int {
 // killed with SIGKILL in the middle: every job succeeds, and no job of a sequence ever
 // starts while another of its sequence runs, nor before one enqueued ahead of it
 // (the killed runner's jobs run again, as themselves, once the engine takes them
-// back).
+// back). The runners take next jobs by handoff as they complete heads; one handed
+// to the killed runner comes back with its lease like any claim.
 func TestSequencesRunOneAtATimeInOrderThroughSIGKILL(t *testing.T) {
 	b := testkit.Setup(t)
 	testkit.ExecAll(t, b, seqLog...)
@@ -101,6 +104,8 @@ func TestSequencesRunOneAtATimeInOrderThroughSIGKILL(t *testing.T) {
 	require.Equal(t, jobs, checkSeqLog(t, b))
 	require.Positive(t, countRows(t, b, `select count(*) from pgrun.jobs where attempt > 1`),
 		"the kill left jobs of sequences running, which ran again")
+	require.Positive(t, countRows(t, b, `select count(*) from seq_log where event = 'start' and from_status = 'pending'`),
+		"the runners took next jobs of sequences by handoff, as they completed their heads")
 }
 
 // seqJobs enqueues one job of kind for each key (in order) in queue sq, and returns

@@ -11,6 +11,20 @@ package sqlapi
 const CompleteJobs = `select coalesce(current_setting('pgrun.readied', true), ''), done.ids
 	from (select array_agg(id) as ids from pgrun.complete_jobs($1, $2, $3::jsonb[], $4, $5) id) done`
 
+// CompleteJobsHanding is CompleteJobs that also hands this worker the next job of
+// each sequence head named (hand_over) and returns the setting that lists them
+// (pgrun.handed, ",id,id,"): $6 the heads, $7 the lease (NULL: each queue's
+// default). HandedJobs, in the same transaction, reads them.
+const CompleteJobsHanding = `select coalesce(current_setting('pgrun.readied', true), ''), done.ids,
+	coalesce(current_setting('pgrun.handed', true), '')
+	from (select array_agg(id) as ids from pgrun.complete_jobs($1, $2, $3::jsonb[], $4, $5, $6, $7) id) done`
+
+// HandedJobs returns as [JobColumns] the jobs the complete_jobs call before it in the
+// transaction handed over (pgrun.handed) that run under worker $1.
+const HandedJobs = `select ` + JobColumns + ` from pgrun.jobs
+	where id = any (string_to_array(trim(both ',' from current_setting('pgrun.handed', true)), ',')::bigint[])
+	  and claimed_by = $1 and status::text = 'running'`
+
 // CompleteJob finishes one claimed job, in the caller's transaction, and returns
 // whether it was running under that claim: $1 id, $2 attempt, $3 result, $4 worker,
 // $5 claim id.

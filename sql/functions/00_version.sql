@@ -12,7 +12,7 @@ returns integer
 language sql
 immutable
 set search_path = pgrun, pg_catalog
-as $$ select 9 $$;
+as $$ select 10 $$;
 
 -- api_compatible_since is the oldest api_version whose callers this function set still
 -- serves: a runner built for an older version must be upgraded first.

@@ -25,6 +25,14 @@ drop function if exists pgrun.claim_front(text, timestamptz, integer, smallint[]
 -- which also returns the row of each key's rate window, replaces it)
 drop function if exists pgrun.key_rooms(pgrun.queues, text[], timestamptz); -- retired in version 9
 
+-- from 36_sequences.sql (internal helpers of the dispatch, never granted: they take
+-- the heads whose next job is handed over now)
+drop function if exists pgrun.sequences_ended(text[], text[], text[], bigint[]); -- retired in version 10
+drop function if exists pgrun.sequences_promote(text[], text[], text[], boolean); -- retired in version 10
+-- (from 30_claim.sql: claim_locked, an internal helper of claim_jobs, never granted,
+-- takes the status a handed-over job must still have)
+drop function if exists pgrun.claim_locked(bigint[], text, timestamptz, interval); -- retired in version 10
+
 -- from 62_maintain.sql (an internal helper of maintain, never granted: it takes a
 -- step's own counts now)
 drop function if exists pgrun.step_ms(text, timestamptz); -- retired in version 8
@@ -64,6 +72,7 @@ drop function if exists pgrun.node_dependents(pgrun.runs, text); -- retired in v
 -- from 32_transitions.sql
 drop function if exists pgrun.complete_jobs(bigint[], integer[], jsonb[]); -- retired in version 0
 drop function if exists pgrun.complete_jobs(bigint[], integer[], jsonb[], text); -- retired in version 1
+drop function if exists pgrun.complete_jobs(bigint[], integer[], jsonb[], text, uuid[]); -- retired in version 10
 drop function if exists pgrun.complete_job(bigint, integer, jsonb); -- retired in version 0
 drop function if exists pgrun.complete_job(bigint, integer, jsonb, text); -- retired in version 1
 drop function if exists pgrun.fail_job(bigint, integer, jsonb, boolean); -- retired in version 0

@@ -30,7 +30,9 @@ return max_running is not null or concurrency_limit is not null;
 -- lease of length lease, and returns them. The guard is the row lock the caller took;
 -- the UPDATE deliberately repeats no status filter: with one, the planner may fetch
 -- the ids through the partial claim index (id is its last column) and scan the whole
--- backlog per claim. No role may call it (90_privileges.sql grants it to none); only
+-- backlog per claim. A caller that has not locked them passes from_status, the status
+-- they must still have (a sequence's handoff, 36_sequences.sql: 'pending'), compared
+-- as text (no partial index matches it) on the newest row version. No role may call it (90_privileges.sql grants it to none); only
 -- claim_jobs, running as the engine, does.
 --
 -- Planned once. The batch writes of the hot path (claim_locked, and complete_jobs'
@@ -53,10 +55,11 @@ return max_running is not null or concurrency_limit is not null;
 -- PostgreSQL's defaults (jobs_room_made below, jobs_dispatch in 34_dispatch.sql);
 -- tests/plan_check_test.go checks both.
 create or replace function pgrun.claim_locked(
-  ids     bigint[],
-  worker  text,
-  at      timestamptz,
-  lease   interval
+  ids          bigint[],
+  worker       text,
+  at           timestamptz,
+  lease        interval,
+  from_status  text default null
 )
 returns setof pgrun.jobs
 language plpgsql
@@ -83,6 +86,7 @@ begin
       -- from before the bound must not fail every claim of its queue.
       deadline_at = claim_locked.at + least(j.timeout, pgrun.max_wait())
   where j.id = any (claim_locked.ids)
+    and (claim_locked.from_status is null or j.status::text = claim_locked.from_status)
   returning j.*;
 end;
 $$;

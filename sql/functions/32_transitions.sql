@@ -112,12 +112,26 @@ $$;
 -- the engine's (check_claim: the worker must be the session login's, and every claim
 -- named); the engine's may leave worker NULL and an element NULL (any claim of that
 -- attempt).
+--
+-- hand_over (a sequence's handoff, 36_sequences.sql) lists jobs of the batch whose
+-- sequence's next job worker will run at once: when such a job succeeds here and its
+-- successor may be claimed by worker (its queue has no limit, fairness or aging and is
+-- not paused or off for worker's host, the successor is due and of the same kind and
+-- model), the successor goes from held straight to running under worker, with a new
+-- claim and a lease of lease (NULL: its queue's default_lease, else default_lease()),
+-- in this statement: one write of it instead of two (released, then claimed) and no
+-- claim. Their ids are left, until the end of the transaction, in the setting
+-- pgrun.handed (",id,id,"): the caller reads their rows there (claimed_by = worker,
+-- status running) and runs them as claimed jobs, or their leases bring them back. At
+-- most as many as ids; a worker is required.
 create or replace function pgrun.complete_jobs(
   ids        bigint[],
   attempts   integer[],
   results    jsonb[] default null,
   worker     text default null,
-  claim_ids  uuid[] default null
+  claim_ids  uuid[] default null,
+  hand_over  bigint[] default null,
+  lease      interval default null
 )
 returns setof bigint
 language plpgsql
@@ -147,6 +161,25 @@ begin
     raise exception 'complete_jobs got % jobs, over the limit of 10000', cardinality(ids)
       using errcode = '22023', hint = 'Complete at most 10000 jobs per call.';
   end if;
+  if hand_over is not null and worker is null then
+    raise exception 'complete_jobs got hand_over without a worker'
+      using errcode = '22023', hint = 'Pass worker => the worker id the jobs were claimed with: it runs the jobs handed over.';
+  end if;
+  if cardinality(hand_over) > cardinality(ids) then
+    raise exception 'complete_jobs got % jobs to hand over for % ids', cardinality(hand_over), cardinality(ids)
+      using errcode = '22023', hint = 'Name in hand_over only jobs of the batch (ids), each once.';
+  end if;
+  perform pgrun.check_interval('lease', lease, pgrun.max_lease());
+  -- The handoff's request, for the statement below only (jobs_dispatch reads it:
+  -- handoff_request); set here whatever the caller set, so that no session setting
+  -- asks for a handoff this call did not.
+  if cardinality(hand_over) > 0 then
+    perform set_config('pgrun.handed', '', true),
+            set_config('pgrun.handoff', jsonb_build_object('worker', worker, 'lease', lease,
+              'heads', (select jsonb_object_agg(h::text, true) from unnest(hand_over) h where h is not null))::text, true);
+  elsif coalesce(current_setting('pgrun.handoff', true), '') <> '' then
+    perform set_config('pgrun.handoff', '', true);
+  end if;
   -- Ephemeral queues (set_queue): their plain jobs are deleted as they succeed, in this
   -- statement (delete_succeeded). The common case, no such queue at all, keeps the one
   -- UPDATE below.
@@ -166,6 +199,9 @@ begin
     where q.name = any (v_gone_queues) and pgrun.announces_room(q.max_running, q.concurrency_limit);
   end if;
   return query select * from pgrun.succeed_running(ids, attempts, results, claim_ids, worker, v_limit, v_now);
+  if cardinality(hand_over) > 0 then
+    perform set_config('pgrun.handoff', '', true);
+  end if;
   if results is not null then
     return query
     select f.id

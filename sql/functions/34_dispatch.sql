@@ -138,6 +138,7 @@ declare
   messages  text[];
   nodes     bigint[];
   job       bigint;
+  hand      record;
 begin
   -- Durable awaits (35_durable.sql): jobs and clients waiting for a job this statement
   -- finished are answered. One look at an index of job_waits when nobody waits. (Only
@@ -152,14 +153,20 @@ begin
   end if;
   -- Sequences (36_sequences.sql): a job of a sequence that this statement took from
   -- its head (queued, running, waiting) or its failed hold to a final state lets the
-  -- next one go (sequences_ended; the ids are those that failed from the head). One
-  -- look at the new rows when none has a sequence_key.
+  -- next one go (sequences_ended; the ids are those that failed from the head, and
+  -- those that succeeded from running under the worker of a handoff that named them,
+  -- handoff_request). One look at the new rows when none has a sequence_key.
   if exists (select 1 from finished_new n where n.sequence_key is not null
              and n.status in ('succeeded', 'failed', 'cancelled', 'skipped')) then
     select jsonb_object_agg(o.id::text, o.status) into before from finished_old o where o.sequence_key is not null;
+    select * into hand from pgrun.handoff_request();
     perform pgrun.sequences_ended(array_agg(n.queue), array_agg(n.sequence_key), array_agg(n.tenant),
-                                  array_agg(n.id) filter (where n.status = 'failed' and before ->> n.id::text <> 'failed'))
+                                  array_agg(n.id) filter (where n.status = 'failed' and before ->> n.id::text <> 'failed'),
+                                  case when hand.worker is not null then array_agg(case when e.hand then n.kind end) end,
+                                  case when hand.worker is not null then array_agg(case when e.hand then n.model end) end)
     from finished_new n
+    cross join lateral (select n.status = 'succeeded' and before ->> n.id::text = 'running'
+                               and n.claimed_by = hand.worker and hand.heads ? n.id::text as hand) e
     where n.sequence_key is not null and n.status in ('succeeded', 'failed', 'cancelled', 'skipped')
       and before ->> n.id::text in ('queued', 'running', 'waiting', 'failed') and before ->> n.id::text <> n.status::text
     having count(*) > 0;

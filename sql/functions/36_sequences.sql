@@ -29,6 +29,12 @@
 -- a head on its own say: it holds what it enqueues and records the sequence in
 -- sequence_rechecks, which maintain() settles (recheck_sequences) within a round.
 --
+-- The handoff: a worker that completes a head (complete_jobs' hand_over) may take its
+-- successor at once, held to running under its own claim in the statement that ends
+-- the head (sequences_promote), rather than released to queued and claimed: one write
+-- of the successor instead of two, and no claim. Only where a claim would have given
+-- it to that worker all the same; otherwise it is released as above.
+--
 -- Children (defer_job, spawn_job) may have a sequence_key: a held child is released
 -- only by its sequence, as any job. Workflow nodes cannot (the insert trigger refuses
 -- one): the DAG dispatch releases pending nodes by their dependencies.
@@ -94,6 +100,31 @@ begin
 end;
 $$;
 
+-- handoff_request is the handoff complete_jobs asked for in the statement running now
+-- (the setting pgrun.handoff, which complete_jobs sets before its write and clears
+-- after it, whatever the caller set): the worker, the lease (NULL: each queue's
+-- default) and the heads named, as an object whose keys are their ids (a lookup per
+-- finished job, not a scan of a list); all NULL when none was asked for. The dispatch hands
+-- over only for heads that this statement took from running to succeeded under that
+-- very worker, so a setting forged in a session can at most hand a worker's own
+-- successors to it.
+create or replace function pgrun.handoff_request(out worker text, out lease interval, out heads jsonb)
+language plpgsql
+stable
+set search_path = pgrun, pg_catalog
+as $$
+declare
+  r jsonb := nullif(current_setting('pgrun.handoff', true), '')::jsonb;
+begin
+  if r is null then
+    return;
+  end if;
+  worker := r ->> 'worker';
+  lease := (r ->> 'lease')::interval;
+  heads := r -> 'heads';
+end;
+$$;
+
 -- sequences_promote queues the next job of each sequence named by element i of
 -- queues, keys and tenants that has neither a head nor a hold: its lowest id still
 -- held, due at its run_at or now, whichever is later. Holds whose job is no longer
@@ -102,8 +133,21 @@ $$;
 -- caller holds the sequences' locks (lock_sequences); headless says it knows that
 -- none of them has a head (each one's head just ended, under its lock), which spares
 -- a look per sequence.
+--
+-- hand_kinds and hand_models (the handoff; NULL for none): element i, if its kind is
+-- not NULL, is the kind and model of the head of sequence i that just succeeded under
+-- the worker of handoff_request. That sequence's next job goes to running under that
+-- worker instead, a claim of its own (claim_locked, with the lease asked for or its
+-- queue's default), where claim_jobs would have given it to that worker all the same,
+-- with nothing to weigh: it is due; it is of the head's kind and model (the worker ran
+-- that one, so it handles the kind and has the model, whose affinity is no other
+-- worker's); its queue is not paused and has no max_running, rate_limit, per-key
+-- limit, fairness or aging (each a decision claim_jobs makes across the queue's jobs);
+-- and no operator's control keeps the worker's host from claiming there. Its id is
+-- added to the setting pgrun.handed, and it is not counted among those queued.
 create or replace function pgrun.sequences_promote(queues text[], keys text[], tenants text[],
-                                                   headless boolean default false)
+                                                   headless boolean default false,
+                                                   hand_kinds text[] default null, hand_models text[] default null)
 returns integer
 language plpgsql
 set search_path = pgrun, pg_catalog
@@ -115,6 +159,14 @@ declare
   fronts  text[];
   n       integer;
   i       integer;
+  v_next  bigint[];
+  v_cand  bigint[];
+  v_candq text[];
+  v_stop  text[];
+  v_got   bigint[];
+  v_hand  bigint[];
+  hand    record;
+  l       record;
 begin
   -- (Most sequences never fail for good: then the holds are not looked at.)
   if holds then
@@ -130,25 +182,60 @@ begin
   -- the order names the index's columns: with an equality, the generic plan of a queue
   -- whose statistics saw one long sequence read the whole table for a short one's next
   -- job (a sequential scan, 10 ms a sequence at 20,000 jobs; 26-46 ms for
-  -- sequence_admit's look below at each enqueue). The ids go in an array, so that the UPDATE reads them by primary key
-  -- (claim_jobs does the same), and it takes only jobs still pending: one cancelled
-  -- meanwhile stays cancelled. A sequence named twice names its next job twice, which
-  -- changes nothing.
+  -- sequence_admit's look below at each enqueue). The ids go in an array, so that the
+  -- UPDATE reads them by primary key (claim_jobs does the same), and it takes only
+  -- jobs still pending: one cancelled meanwhile stays cancelled. A sequence named
+  -- twice names its next job twice, which changes nothing. The same look tells which
+  -- may be handed over (v_cand, with their queues).
+  select array_agg(x.id),
+         array_agg(x.id) filter (where s.hk is not null and x.kind = s.hk and x.model is not distinct from s.hm
+                                   and x.run_at <= v_now),
+         array_agg(s.q) filter (where s.hk is not null and x.kind = s.hk and x.model is not distinct from s.hm
+                                  and x.run_at <= v_now)
+  into v_next, v_cand, v_candq
+  from unnest(queues, keys, tenants, coalesce(hand_kinds, array_fill(null::text, array[cardinality(queues)])),
+              coalesce(hand_models, array_fill(null::text, array[cardinality(queues)]))) s(q, k, t, hk, hm)
+  cross join lateral (select x.id, x.kind, x.model, x.run_at from pgrun.jobs x
+                      where x.queue = s.q and x.sequence_key >= s.k and x.sequence_key <= s.k
+                        and x.status = 'pending' and x.tenant is not distinct from s.t
+                      order by x.queue, x.sequence_key, x.id limit 1) x
+  where (headless
+         or not exists (select 1 from pgrun.jobs h
+                        where h.queue = s.q and h.sequence_key = s.k
+                          and h.status in ('queued', 'running', 'waiting') and h.tenant is not distinct from s.t))
+    and (not holds
+         or not exists (select 1 from pgrun.sequence_holds d
+                        where d.queue = s.q and d.sequence_key = s.k and d.tenant is not distinct from s.t));
+  -- The handoff: the queues' and the operator's rules once per call, then one claim
+  -- (claim_locked, as claim_jobs claims, of jobs still pending) per lease: one, unless
+  -- the batch spans queues with leases of their own.
+  if v_cand is not null then
+    select * into hand from pgrun.handoff_request();
+    if hand.worker is not null then
+      v_stop := array(select c.queue from pgrun.workers w join pgrun.worker_control c on c.host = w.host
+                      where w.id = hand.worker and c.mode <> 'on');
+      for l in
+        select coalesce(hand.lease, q.default_lease, pgrun.default_lease()) as lease, array_agg(u.id) as ids
+        from unnest(v_cand, v_candq) u(id, queue)
+        left join pgrun.queues q on q.name = u.queue
+        where not coalesce(q.paused or q.max_running is not null or q.rate_limit is not null
+                           or q.concurrency_limit is not null or q.fair_by is not null
+                           or q.key_rate_limit is not null or q.priority_aging is not null, false)
+          and not (u.queue = any (v_stop) or '*' = any (v_stop))
+        group by 1
+      loop
+        select array_agg(c.id) into v_got from pgrun.claim_locked(l.ids, hand.worker, v_now, l.lease, 'pending') c;
+        v_hand := v_hand || v_got;
+      end loop;
+      if v_hand is not null then
+        perform set_config('pgrun.handed',
+          coalesce(nullif(current_setting('pgrun.handed', true), ''), ',') || array_to_string(v_hand, ',') || ',', true);
+      end if;
+    end if;
+  end if;
   with up as (
     update pgrun.jobs j set status = 'queued', run_at = greatest(j.run_at, v_now)
-    where j.id = any (array(
-        select (select x.id from pgrun.jobs x
-                where x.queue = s.q and x.sequence_key >= s.k and x.sequence_key <= s.k
-                  and x.status = 'pending' and x.tenant is not distinct from s.t
-                order by x.queue, x.sequence_key, x.id limit 1)
-        from unnest(queues, keys, tenants) s(q, k, t)
-        where (headless
-               or not exists (select 1 from pgrun.jobs h
-                              where h.queue = s.q and h.sequence_key = s.k
-                                and h.status in ('queued', 'running', 'waiting') and h.tenant is not distinct from s.t))
-          and (not holds
-               or not exists (select 1 from pgrun.sequence_holds d
-                              where d.queue = s.q and d.sequence_key = s.k and d.tenant is not distinct from s.t))))
+    where j.id = any (v_next) and not coalesce(j.id = any (v_hand), false)
       -- As text, so that no partial index of pending jobs looks like a way to read them
       -- (succeed_running, 32_transitions.sql, says why).
       and j.status::text = 'pending'
@@ -247,9 +334,13 @@ $$;
 -- (succeeded, failed, cancelled, skipped); failed are those of them that failed from
 -- the head. Each failed one holds its sequence if its queue's sequence_on_failure is
 -- 'hold'; then the other sequences move on: their next job is queued
+-- (sequences_promote), or handed over: hand_kinds and hand_models, if not NULL, give
+-- for element i the kind and model of a head that succeeded under the worker of the
+-- handoff (a NULL kind for the others), whose successor may go to that worker
 -- (sequences_promote). (A held job that was cancelled moves nothing: its head is
 -- still there.)
-create or replace function pgrun.sequences_ended(queues text[], keys text[], tenants text[], failed bigint[])
+create or replace function pgrun.sequences_ended(queues text[], keys text[], tenants text[], failed bigint[],
+                                                 hand_kinds text[] default null, hand_models text[] default null)
 returns void
 language plpgsql
 set search_path = pgrun, pg_catalog
@@ -267,7 +358,7 @@ begin
   if current_setting('transaction_isolation') = 'read committed' then
     -- Each of these sequences' head (or failed hold) just ended: under the lock, with
     -- jobs_sequence_head_idx, none has another.
-    perform pgrun.sequences_promote(queues, keys, tenants, true);
+    perform pgrun.sequences_promote(queues, keys, tenants, true, hand_kinds, hand_models);
   else
     perform pgrun.sequences_move(queues, keys, tenants);
   end if;
