@@ -25,9 +25,9 @@ type completion struct {
 	// completer.hold).
 	at   time.Time
 	soon bool
-	// promised: the job is of a sequence and its room waits for the job after it
-	// (handoff.go).
-	promised bool
+	// hand: the job is of a sequence, and its completion takes the job after it for
+	// this runner (handoff.go).
+	hand bool
 }
 
 // completeConcurrency is how many complete_jobs calls the completer keeps in flight:
@@ -60,17 +60,14 @@ type completer struct {
 	// soon counts the buffered successes that must not be held back, last is the
 	// size of the latest batch taken (see hold); linger pokes run when the oldest held
 	// success is due, and is run's own.
-	soon int
-	last int
-	// promised counts the buffered successes whose room waits for the job after them
-	// (handoff.go): a second call goes out for them without waiting for a full batch.
-	promised int
-	linger   *time.Timer
-	signal   chan struct{}
-	slots    chan struct{} // one token per call in flight
-	sends    sync.WaitGroup
-	done     chan struct{}
-	closed   chan struct{}
+	soon   int
+	last   int
+	linger *time.Timer
+	signal chan struct{}
+	slots  chan struct{} // one token per call in flight
+	sends  sync.WaitGroup
+	done   chan struct{}
+	closed chan struct{}
 	// draining is set when run drains the buffer for a shutdown: from then on a
 	// batch whose try runs out is given up to its leases rather than kept (keep).
 	draining atomic.Bool
@@ -101,9 +98,6 @@ func (c *completer) add(xs ...completion) {
 		xs[i].at = at
 		if xs[i].soon {
 			c.soon++
-		}
-		if xs[i].promised {
-			c.promised++
 		}
 	}
 	if len(c.buf)+len(xs) > cap(c.buf) {
@@ -151,13 +145,12 @@ func (c *completer) run(ctx context.Context) {
 }
 
 // take removes the next batch from the buffer; nil if it is empty, or, with full,
-// if it holds less than a full batch and no success whose room waits for the job
-// after it (promised: the runner's capacity waits on it, as on a claim in flight).
+// if it holds less than a full batch.
 func (c *completer) take(full bool) []completion {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := min(len(c.buf), DefaultCompleteBatch)
-	if n == 0 || (full && n < DefaultCompleteBatch && c.promised == 0) {
+	if n == 0 || (full && n < DefaultCompleteBatch) {
 		return nil
 	}
 	batch := c.buf[:n:n]
@@ -165,9 +158,6 @@ func (c *completer) take(full bool) []completion {
 	for _, x := range batch {
 		if x.soon {
 			c.soon--
-		}
-		if x.promised {
-			c.promised--
 		}
 	}
 	c.last = n

@@ -294,9 +294,8 @@ func (e *execution) succeed(result any) {
 			return
 		}
 	}
-	promised := e.job.SequenceKey != nil && e.f != nil && e.f.promise()
 	e.r.completer.add(completion{id: e.job.ID, attempt: e.job.Attempt, claim: e.job.ClaimID, result: payload,
-		job: e.job, ran: time.Since(e.began), soon: promised || e.recordSoon(), promised: promised})
+		job: e.job, ran: time.Since(e.began), soon: e.recordSoon(), hand: e.job.SequenceKey != nil && e.f != nil})
 }
 
 // recordSoon reports whether the job's success must be recorded without being held

@@ -83,9 +83,6 @@ type fetcher struct {
 	ranSum  time.Duration
 	ranN    int
 	closed  bool
-	// handing is the room set aside for jobs a completion in flight may hand over
-	// (handRoom, handoff.go).
-	handing int
 
 	// claimFn is claim; a test may put a stand-in here.
 	claimFn func(ctx context.Context, n int, after *claimKey) ([]*pgrun.Job, bool, error)
@@ -228,7 +225,7 @@ func (f *fetcher) claimCap() int {
 // claim in flight.
 func (f *fetcher) free() int {
 	f.readyMu.Lock()
-	used := f.busy + len(f.ready) + f.handing
+	used := f.busy + len(f.ready)
 	f.readyMu.Unlock()
 	return f.slots + f.prefetch() - used - f.reserved
 }

@@ -16,106 +16,78 @@ import (
 // its own, instead of releasing it to the queue for a claim: one write of the next
 // job instead of two, and no claim. The database decides which next jobs may go (due,
 // of the head's kind and model, in a queue with no limit, fairness or aging, not
-// stopped for this host); the runner keeps the room of each head that succeeded for
-// the job after it (promise), and takes what comes back into the fetcher's buffer
-// like a claim's jobs. A runner never holds more than its capacity for it.
+// stopped for this host); the runner asks for every head it completes and takes what
+// comes back into the fetcher's buffer like a claim's jobs.
+//
+// A job handed over comes on top of the fetcher's capacity: it replaces its head,
+// which finished here, one for one, and the buffer it joins counts against the next
+// claims, so the runner holds at most its capacity and the next jobs of the
+// completions in flight. Counting them against the capacity from the head's end
+// instead (its room kept for the job after it) held that room idle for the
+// completion's round trip: 10,000 sequences burned down at 0.66 of a plain queue's
+// rate instead of about 0.80 (docs/benchmarks-log.md).
 
 // handoff is what one completion call asks for: the heads whose next jobs this runner
-// takes, and the room set aside for them in each queue's fetcher.
+// takes.
 type handoff struct {
 	heads []int64
-	room  map[*fetcher]int
 }
 
-// promise sets aside, when a job of a sequence succeeds here, the room its slot
-// leaves, for the job after it (handing): the fetcher does not claim for it while
-// the success waits for its call. Without it the fetcher's next claim filled that room
-// with other jobs, and half the next jobs were released to the queue to be claimed
-// again. It reports whether it did (not once the fetcher is closing).
-func (f *fetcher) promise() bool {
-	f.readyMu.Lock()
-	defer f.readyMu.Unlock()
-	if f.closed {
-		return false
-	}
-	f.handing++
-	return true
-}
-
-// handoffFor turns the room promised to the sequence heads in batch into the call's
-// request (their promises are spent: a batch sent again asks for none), or gives the
-// room back and returns nil when the call cannot take the jobs: a runner draining its
-// completions, or a settle after an outage due or under way (it lists what the runner
-// holds, and must not miss jobs handed over meanwhile, so a handoff holds claimGate
-// for reading from here to release, as a claim does). The caller must release a
-// request it got, whatever the call's outcome.
+// handoffFor returns the call's request for the sequence heads in batch (their asks
+// are spent: a batch sent again asks for none), or nil when there are none or the
+// call cannot take the jobs: a runner draining its completions, or a settle after an
+// outage due or under way (it lists what the runner holds, and must not miss jobs
+// handed over meanwhile, so a handoff holds claimGate for reading from here to
+// release, as a claim does). The caller must release a request it got, whatever the
+// call's outcome.
 func (c *completer) handoffFor(batch []completion) *handoff {
 	var h *handoff
 	for i := range batch {
-		x := &batch[i]
-		if !x.promised {
-			continue
+		if x := &batch[i]; x.hand {
+			x.hand = false
+			if h == nil {
+				h = &handoff{}
+			}
+			h.heads = append(h.heads, x.id)
 		}
-		x.promised = false
-		c.r.mu.Lock()
-		f := c.r.fetchers[x.job.Queue]
-		c.r.mu.Unlock()
-		if h == nil {
-			h = &handoff{room: map[*fetcher]int{}}
-		}
-		h.room[f]++
-		h.heads = append(h.heads, x.id)
 	}
-	if h == nil {
-		return nil
-	}
-	if c.draining.Load() || c.r.down.unsettled.Load() || !c.r.claimGate.TryRLock() {
-		for f, k := range h.room {
-			f.handed(nil, k)
-		}
+	if h == nil || c.draining.Load() || c.r.down.unsettled.Load() || !c.r.claimGate.TryRLock() {
 		return nil
 	}
 	return h
 }
 
-// release hands the jobs that came back (nil after a failed call) to their fetchers,
-// gives back the room they did not take, and lets claimGate go.
+// release hands the jobs that came back (none after a failed call) to their queues'
+// fetchers and lets claimGate go.
 func (h *handoff) release(r *Runner, jobs []*pgrun.Job) {
+	r.arrive(jobs) // held from here until they start, for a settle to count
+	r.claimGate.RUnlock()
+	if len(jobs) == 0 {
+		return
+	}
+	r.stats.handed.Add(int64(len(jobs)))
 	byQueue := map[string][]*pgrun.Job{}
 	for _, j := range jobs {
 		byQueue[j.Queue] = append(byQueue[j.Queue], j)
 	}
-	r.arrive(jobs) // held from here until they start, for a settle to count
-	r.claimGate.RUnlock()
-	for f, k := range h.room {
-		f.handed(byQueue[f.queue], k)
-	}
-	if len(jobs) > 0 {
-		r.stats.handed.Add(int64(len(jobs)))
+	for queue, js := range byQueue {
+		r.mu.Lock()
+		f := r.fetchers[queue]
+		r.mu.Unlock()
+		f.handed(js)
 	}
 }
 
-// handed takes jobs handed over into the buffer and starts those that have a slot;
-// k is the room promised for them, given back now (what they do not take is free for
-// claims: run is told). Jobs that arrive after the fetcher closed go back to the
-// queue, as its buffered jobs do.
-func (f *fetcher) handed(jobs []*pgrun.Job, k int) {
+// handed takes jobs handed over into the buffer and starts those that have a slot.
+// Jobs that arrive after the fetcher closed go back to the queue, as its buffered
+// jobs do.
+func (f *fetcher) handed(jobs []*pgrun.Job) {
 	f.readyMu.Lock()
-	f.handing -= k
 	closed := f.closed
 	if !closed {
 		f.ready = append(f.ready, jobs...)
 	}
 	f.readyMu.Unlock()
-	if len(jobs) < k {
-		select {
-		case f.freedCh <- struct{}{}:
-		default:
-		}
-	}
-	if len(jobs) == 0 {
-		return
-	}
 	if closed {
 		f.requeue(jobs)
 		return

@@ -161,14 +161,15 @@ begin
     select jsonb_object_agg(o.id::text, o.status) into before from finished_old o where o.sequence_key is not null;
     select * into hand from pgrun.handoff_request();
     perform pgrun.sequences_ended(array_agg(n.queue), array_agg(n.sequence_key), array_agg(n.tenant),
-                                  array_agg(n.id) filter (where n.status = 'failed' and before ->> n.id::text <> 'failed'),
+                                  array_agg(n.id) filter (where n.status = 'failed' and o.status <> 'failed'),
                                   case when hand.worker is not null then array_agg(case when e.hand then n.kind end) end,
                                   case when hand.worker is not null then array_agg(case when e.hand then n.model end) end)
     from finished_new n
-    cross join lateral (select n.status = 'succeeded' and before ->> n.id::text = 'running'
+    cross join lateral (select before ->> n.id::text as status) o
+    cross join lateral (select n.status = 'succeeded' and o.status = 'running'
                                and n.claimed_by = hand.worker and hand.heads ? n.id::text as hand) e
     where n.sequence_key is not null and n.status in ('succeeded', 'failed', 'cancelled', 'skipped')
-      and before ->> n.id::text in ('queued', 'running', 'waiting', 'failed') and before ->> n.id::text <> n.status::text
+      and o.status in ('queued', 'running', 'waiting', 'failed') and o.status <> n.status::text
     having count(*) > 0;
     before := null;
   end if;

@@ -233,6 +233,11 @@ begin
       end if;
     end if;
   end if;
+  -- Nothing left to queue (no next job, or each handed over): no UPDATE, whose
+  -- statement triggers would run even for no rows.
+  if coalesce(cardinality(v_next), 0) <= coalesce(cardinality(v_hand), 0) then
+    return 0;
+  end if;
   with up as (
     update pgrun.jobs j set status = 'queued', run_at = greatest(j.run_at, v_now)
     where j.id = any (v_next) and not coalesce(j.id = any (v_hand), false)
