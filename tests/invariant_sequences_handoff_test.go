@@ -35,6 +35,17 @@ func claimSq(t *testing.T, q testkit.Querier) []handoffClaim {
 	return out
 }
 
+// inTx runs fn in a transaction on b's pool and commits it (the setting pgrun.handed
+// lives as long as the transaction).
+func inTx(t *testing.T, b *testkit.DB, fn func(tx pgx.Tx)) {
+	t.Helper()
+	tx, err := b.Pool.Begin(b.Ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(b.Ctx) //nolint:errcheck // after Commit, a no-op
+	fn(tx)
+	require.NoError(t, tx.Commit(b.Ctx))
+}
+
 // completeHanding completes cs under worker w in one transaction, handing over the
 // next jobs of the heads in hand, and returns the setting pgrun.handed it left.
 func completeHanding(t *testing.T, b *testkit.DB, cs []handoffClaim, hand []int64, lease *string) string {
@@ -45,16 +56,14 @@ func completeHanding(t *testing.T, b *testkit.DB, cs []handoffClaim, hand []int6
 	for _, c := range cs {
 		ids, attempts, claims = append(ids, c.ID), append(attempts, c.Attempt), append(claims, c.Claim)
 	}
-	tx, err := b.Pool.Begin(b.Ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(b.Ctx) //nolint:errcheck // after Commit, a no-op
-	var done []int64
-	require.NoError(t, tx.QueryRow(b.Ctx, `select array_agg(id) from pgrun.complete_jobs($1, $2, null, 'w', $3::uuid[], $4, $5::interval) id`,
-		ids, attempts, claims, hand, lease).Scan(&done))
-	require.ElementsMatch(t, ids, done, "every head succeeded")
 	var handed string
-	require.NoError(t, tx.QueryRow(b.Ctx, `select coalesce(current_setting('pgrun.handed', true), '')`).Scan(&handed))
-	require.NoError(t, tx.Commit(b.Ctx))
+	inTx(t, b, func(tx pgx.Tx) {
+		var done []int64
+		require.NoError(t, tx.QueryRow(b.Ctx, `select array_agg(id) from pgrun.complete_jobs($1, $2, null, 'w', $3::uuid[], $4,
+			$5::interval) id`, ids, attempts, claims, hand, lease).Scan(&done))
+		require.ElementsMatch(t, ids, done, "every head succeeded")
+		require.NoError(t, tx.QueryRow(b.Ctx, `select coalesce(current_setting('pgrun.handed', true), '')`).Scan(&handed))
+	})
 	return handed
 }
 
@@ -142,14 +151,12 @@ func TestSequenceHandoffOnlyWhereAClaimWouldGiveTheJobToThatWorker(t *testing.T)
 		cs := claimSq(t, b.Pool)
 		stale := cs[0]
 		stale.Attempt++
-		tx, err := b.Pool.Begin(b.Ctx)
-		require.NoError(t, err)
-		defer tx.Rollback(b.Ctx) //nolint:errcheck
-		var done *[]int64
-		require.NoError(t, tx.QueryRow(b.Ctx, `select array_agg(id) from pgrun.complete_jobs(array[$1::bigint], array[$2::int], null, 'w',
-			array[$3::uuid], array[$1::bigint]) id`, stale.ID, stale.Attempt, stale.Claim).Scan(&done))
-		require.Nil(t, done)
-		require.NoError(t, tx.Commit(b.Ctx))
+		inTx(t, b, func(tx pgx.Tx) {
+			var done *[]int64
+			require.NoError(t, tx.QueryRow(b.Ctx, `select array_agg(id) from pgrun.complete_jobs(array[$1::bigint], array[$2::int],
+				null, 'w', array[$3::uuid], array[$1::bigint]) id`, stale.ID, stale.Attempt, stale.Claim).Scan(&done))
+			require.Nil(t, done)
+		})
 		require.Equal(t, []string{"running", "pending"}, statuses(t, b.Pool, ids...))
 	})
 }
@@ -160,16 +167,14 @@ func TestSequenceHandoffIsNotAskedForByASessionSetting(t *testing.T) {
 	b := testkit.Setup(t)
 	ids := seqJobs(t, b.Pool, "work", "k", "k")
 	cs := claimSq(t, b.Pool)
-	tx, err := b.Pool.Begin(b.Ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(b.Ctx) //nolint:errcheck
-	_, err = tx.Exec(b.Ctx, `select set_config('pgrun.handoff', jsonb_build_object('worker', 'w', 'heads',
-		jsonb_build_object($1::bigint::text, true))::text, true)`, ids[0])
-	require.NoError(t, err)
-	_, err = tx.Exec(b.Ctx, `select pgrun.complete_jobs(array[$1::bigint], array[$2::int], null, 'w', array[$3::uuid])`,
-		cs[0].ID, cs[0].Attempt, cs[0].Claim)
-	require.NoError(t, err)
-	require.NoError(t, tx.Commit(b.Ctx))
+	inTx(t, b, func(tx pgx.Tx) {
+		_, err := tx.Exec(b.Ctx, `select set_config('pgrun.handoff', jsonb_build_object('worker', 'w', 'heads',
+			jsonb_build_object($1::bigint::text, true))::text, true)`, ids[0])
+		require.NoError(t, err)
+		_, err = tx.Exec(b.Ctx, `select pgrun.complete_jobs(array[$1::bigint], array[$2::int], null, 'w', array[$3::uuid])`,
+			cs[0].ID, cs[0].Attempt, cs[0].Claim)
+		require.NoError(t, err)
+	})
 	require.Equal(t, []string{"succeeded", "queued"}, statuses(t, b.Pool, ids...))
 }
 
