@@ -15,13 +15,23 @@ import (
 
 // A runner that completes jobs of sequences takes their next jobs by handoff (the
 // completion hands them over; runner/handoff.go): every job runs once, one at a time
-// per sequence and in enqueue order, most of them handed over rather than claimed. In
-// a queue under max_running, where a claim weighs the queue's other jobs, none is
-// handed over.
+// per sequence and in enqueue order, most of them handed over rather than claimed,
+// also for a runner that logs in as a pgrun_worker member (which reads the jobs handed
+// over through pgrun.handed_jobs: it may not read claim tokens from pgrun.jobs). In a
+// queue under max_running, where a claim weighs the queue's other jobs, none is handed
+// over.
 func TestRunnerTakesTheNextJobsOfSequencesByHandoff(t *testing.T) {
-	for _, limited := range []bool{false, true} {
-		t.Run(fmt.Sprintf("max_running=%v", limited), func(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		limited, login bool
+	}{{"plain", false, false}, {"max_running", true, false}, {"pgrun_worker login", false, true}} {
+		limited := tc.limited
+		t.Run(tc.name, func(t *testing.T) {
 			b := testkit.Setup(t)
+			pool := b.Pool
+			if tc.login { // as in production: a login that may not read other workers' claim tokens
+				pool = testkit.AsRole(t, b, "pgrun_worker")
+			}
 			const keys, per = 20, 5
 			if limited {
 				testkit.ExecAll(t, b, `select pgrun.set_queue('seq', max_running => 8)`)
@@ -33,7 +43,7 @@ func TestRunnerTakesTheNextJobsOfSequencesByHandoff(t *testing.T) {
 			running := map[string]int64{} // the job of each sequence in its handler now
 			ran := map[string][]int64{}   // the jobs of each sequence, in the order they ran
 			var faults []string
-			r := testkit.NewRunner(b.Pool, runner.Config{
+			r := testkit.NewRunner(pool, runner.Config{
 				Queues:       map[string]runner.QueueConfig{"seq": {Workers: 8}},
 				PollInterval: time.Hour, MaintenanceInterval: -1,
 			})

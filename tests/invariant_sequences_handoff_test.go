@@ -202,3 +202,30 @@ func TestSequenceHandoffRefusesBadArguments(t *testing.T) {
 	}
 	require.Equal(t, []string{"running", "pending"}, statuses(t, b.Pool, ids...))
 }
+
+// handed_jobs returns, with its claim token, only a job the transaction's setting lists
+// that runs under the worker asked for: a setting written by hand that names another
+// worker's job returns nothing, and a worker login may ask for its own worker id only.
+func TestSequenceHandedJobsAreTheWorkersOwn(t *testing.T) {
+	b := testkit.Setup(t)
+	seqJobs(t, b.Pool, "work", "k")
+	mine := claimSq(t, b.Pool)[0]
+	seqJobs(t, b.Pool, "work", "other")
+	var theirs int64
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select id from pgrun.claim_jobs('sq', 'x', 1)`).Scan(&theirs))
+	inTx(t, b, func(tx pgx.Tx) {
+		_, err := tx.Exec(b.Ctx, `select set_config('pgrun.handed', ',' || $1::bigint || ',' || $2::bigint || ',', true)`,
+			mine.ID, theirs)
+		require.NoError(t, err)
+		rows, err := tx.Query(b.Ctx, `select id, attempt, claim_id::text from pgrun.handed_jobs('w')`)
+		require.NoError(t, err)
+		got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[handoffClaim])
+		require.NoError(t, err)
+		require.Equal(t, []handoffClaim{mine}, got)
+	})
+	login, p := testkit.NewRole(t, b, "pgrun_worker")
+	_, err := p.Exec(b.Ctx, `select pgrun.worker_heartbeat('mine-'||$1, 'h', 1)`, login)
+	require.NoError(t, err)
+	_, err = p.Exec(b.Ctx, `select * from pgrun.handed_jobs('x')`)
+	require.Equal(t, "42501", testkit.SQLState(err), "another login's worker id: %v", err)
+}

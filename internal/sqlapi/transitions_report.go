@@ -20,10 +20,8 @@ const CompleteJobsHanding = `select coalesce(current_setting('pgrun.readied', tr
 	from (select array_agg(id) as ids from pgrun.complete_jobs($1, $2, $3::jsonb[], $4, $5, $6, $7) id) done`
 
 // HandedJobs returns as [JobColumns] the jobs the complete_jobs call before it in the
-// transaction handed over (pgrun.handed) that run under worker $1.
-const HandedJobs = `select ` + JobColumns + ` from pgrun.jobs
-	where id = any (string_to_array(trim(both ',' from current_setting('pgrun.handed', true)), ',')::bigint[])
-	  and claimed_by = $1 and status::text = 'running'`
+// transaction handed over to worker $1 (pgrun.handed_jobs).
+const HandedJobs = `select ` + JobColumns + ` from pgrun.handed_jobs($1)`
 
 // CompleteJob finishes one claimed job, in the caller's transaction, and returns
 // whether it was running under that claim: $1 id, $2 attempt, $3 result, $4 worker,

@@ -125,6 +125,27 @@ begin
 end;
 $$;
 
+-- handed_jobs returns the jobs the handoff of this transaction's complete_jobs calls
+-- gave worker (the setting pgrun.handed), as claim_jobs returns its claims: claim
+-- tokens included, which a worker login may not read from pgrun.jobs itself. Only
+-- jobs still running under worker, which must be the session login's
+-- (check_worker_login): a setting written by hand lists nothing else.
+create or replace function pgrun.handed_jobs(worker text)
+returns setof pgrun.jobs
+language plpgsql
+stable
+set search_path = pgrun, pg_catalog
+as $$
+begin
+  perform pgrun.check_worker_id(worker);
+  perform pgrun.check_worker_login(worker);
+  return query
+  select j.* from pgrun.jobs j
+  where j.id = any (string_to_array(trim(both ',' from current_setting('pgrun.handed', true)), ',')::bigint[])
+    and j.claimed_by = handed_jobs.worker and j.status::text = 'running';
+end;
+$$;
+
 -- sequences_promote queues the next job of each sequence named by element i of
 -- queues, keys and tenants that has neither a head nor a hold: its lowest id still
 -- held, due at its run_at or now, whichever is later. Holds whose job is no longer

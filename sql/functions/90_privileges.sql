@@ -37,7 +37,7 @@ as $$
     -- worker
     'claim_jobs', 'renew_leases', 'complete_jobs', 'complete_job', 'fail_job', 'retry_later',
     'requeue_job', 'defer_job', 'set_progress', 'beat', 'emit', 'worker_heartbeat', 'record_hw',
-    'release_unheld', 'queue_peers', 'claim_token', 'bind_worker_session',
+    'release_unheld', 'queue_peers', 'claim_token', 'bind_worker_session', 'handed_jobs',
     -- durable execution (35_durable.sql)
     'step_get', 'step_put', 'recorded_steps', 'sleep_job', 'await_event', 'spawn_job', 'await_job', 'emit_event',
     'watch_job', 'wake_waits',
@@ -170,7 +170,7 @@ begin
   foreach f in array array['claim_jobs', 'claim_job', 'renew_leases', 'complete_jobs', 'complete_job', 'fail_job',
                            'retry_later', 'requeue_job', 'defer_job', 'set_progress', 'beat', 'emit',
                            'worker_heartbeat', 'record_hw', 'worker_modes', 'error_class_permanent',
-                           'clock', 'release_unheld', 'queue_peers', 'bind_worker_session',
+                           'clock', 'release_unheld', 'queue_peers', 'bind_worker_session', 'handed_jobs',
                            -- the worker's own rows in the tenant mode (its row-level security policy)
                            'caller_tenant',
                            -- durable execution (35_durable.sql)
