@@ -159,8 +159,9 @@ func (l *logRecorder) matching(s string) []string {
 // Through PgBouncer in transaction mode, with the pool in pgrun.PoolerExecMode and a
 // direct URL to listen on: enqueue (one, many, inside a caller's transaction, and a
 // rolled-back one that leaves nothing), a runner that completes, fails and retries,
-// and runs jobs that operators cancel, turn off (worker control) and pause (queue ops)
-// through the pooler; and the runner logs no error or warning all along.
+// and runs jobs that operators cancel, turn off (worker control) and pause (queue ops),
+// a workflow and a sequence (whose next jobs are handed over) through the pooler; and
+// the runner logs no error or warning all along.
 func TestPgBouncerCoreScenarios(t *testing.T) {
 	b := setupPooled(t)
 	ctx, db := b.Ctx, b.pooled
@@ -276,6 +277,17 @@ func TestPgBouncerCoreScenarios(t *testing.T) {
 	require.NoError(t, db.QueryRow(ctx, `select coalesce(sum(queued), 0), coalesce(sum(succeeded_1m), 0) from pgrun.queue_stats`).Scan(&queued, &succeeded))
 	require.Equal(t, 0, queued)
 	require.Equal(t, 8, succeeded)
+
+	// A sequence: each completion hands the next job over (a pipelined complete_jobs and
+	// handed_jobs, one transaction), through the pooler.
+	_, err = db.Exec(ctx, `select pgrun.enqueue_job('noop', sequence_key => 'pooled') from generate_series(1, 3)`)
+	require.NoError(t, err)
+	testkit.Eventually(t, 20*time.Second, "the sequence ran", func() bool {
+		var n int
+		require.NoError(t, db.QueryRow(ctx, `select count(*) from pgrun.jobs where sequence_key = 'pooled' and status = 'succeeded'`).Scan(&n))
+		return n == 3
+	})
+	require.Positive(t, r.Stats().Handed, "a completion handed the next job of the sequence over")
 
 	require.Empty(t, logs.matching("ERROR "), "the runner logged no error through the pooler")
 	require.Empty(t, logs.matching("pooler"), "with a direct listen URL, nothing to say about the pooler")
