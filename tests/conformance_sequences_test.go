@@ -18,6 +18,8 @@ import (
 // Two workers of each adapter on a queue of three interleaved sequences: every job
 // runs, and per sequence one at a time, in id order (the database's own record of
 // starts and stops, seqLog), the next starting only after the one before finished.
+// Both workers take next jobs by handoff as they complete the ones before (the Go
+// runner, and the Python worker's few lines of SQL).
 func TestConformanceSequencesRunInOrderOneAtATime(t *testing.T) {
 	forEachAdapter(t, func(t *testing.T, a workerAdapter, b *testkit.DB) {
 		testkit.ExecAll(t, b, seqLog...)
@@ -36,6 +38,8 @@ func TestConformanceSequencesRunInOrderOneAtATime(t *testing.T) {
 			require.False(t, after.StartedAt.Before(*before.FinishedAt), "job %d of a sequence started before job %d finished", ids[i], ids[i-3])
 		}
 		require.Equal(t, 2, countRows(t, b, `select count(distinct claimed_by) from pgrun.jobs`), "both workers served the sequences")
+		require.Positive(t, countRows(t, b, `select count(*) from seq_log where event = 'start' and from_status = 'pending'`),
+			"the workers took next jobs by handoff (complete_jobs' hand_over, handed_jobs)")
 	})
 }
 

@@ -111,10 +111,24 @@ def handle(conn, job):
         raise RuntimeError(f"durable_mismatch: fails after step {first}")
     return None  # noop
 
+def complete(conn, job, result):
+    """Records a success. The success of a job of a sequence hands this worker the next
+    job of its sequence where a claim would have (docs/operations.md, "The handoff"):
+    returned, claimed already, to run next; None otherwise."""
+    args = (job["id"], job["attempt"], Jsonb(result) if result is not None else None, WORKER, job["claim_id"])
+    if job.get("sequence_key") is None:
+        conn.execute("select pgrun.complete_job(%s, %s, %s, %s, %s)", args)
+        return None
+    with conn.transaction():  # pgrun.handed lives as long as the transaction
+        conn.execute("select pgrun.complete_jobs(array[%s]::bigint[], array[%s]::int[], array[%s]::jsonb[], %s, "
+                     "array[%s]::uuid[], hand_over => array[%s]::bigint[])", (*args, job["id"]))
+        return conn.execute("select * from pgrun.handed_jobs(%s)", (WORKER,)).fetchone()
+
 def report(conn, job, result, err):
+    """Reports the outcome; returns the job handed over to run next, if any (complete)."""
     key, claim = (job["id"], job["attempt"]), job["claim_id"]  # the claim token: reports match only this claim
     if err is None:
-        conn.execute("select pgrun.complete_job(%s, %s, %s, %s, %s)", (*key, Jsonb(result) if result is not None else None, WORKER, claim))
+        return complete(conn, job, result)
     elif isinstance(err, Parked):
         pass  # parked, failed for a step mismatch, or no longer ours: the database has decided
     elif stop.is_set() and cancelled.is_set():  # shutting down: back to the queue, no attempt spent
@@ -128,6 +142,7 @@ def report(conn, job, result, err):
     else:  # the class decides retryability in SQL (pgrun.error_class_permanent)
         conn.execute("select pgrun.fail_job(%s, %s, %s, %s, %s, %s)", (*key, Jsonb({"class": "error", "message": str(err)}),
                      False if isinstance(err, Permanent) else None, WORKER, claim))
+    return None
 
 def wait(conn, timeout):
     """Waits up to timeout for a notification on conn and returns the payloads."""
@@ -216,9 +231,13 @@ def main():
     with psycopg.connect(URL, autocommit=True, row_factory=dict_row) as conn:
         conn.execute("listen pgrun_jobs")  # then register: the id is this login's from now on
         conn.execute("select pgrun.worker_heartbeat(%s, %s, %s, %s, kinds => %s)", (WORKER, socket.gethostname(), os.getpid(), [QUEUE], KINDS))
+        handed = None  # a job of a sequence its predecessor's completion handed over
         while True:
             cancelled.clear()  # before the check: a SIGTERM after it interrupts the next job
-            if stop.is_set(): break
+            if stop.is_set():
+                if handed: conn.execute("select pgrun.requeue_job(%s, %s, 'worker shut down', %s, %s)",
+                                        (handed["id"], handed["attempt"], WORKER, handed["claim_id"]))
+                break
             if BATCH:
                 jobs = claim_batch(conn)
                 if not jobs:
@@ -228,14 +247,14 @@ def main():
                 report_batch(conn, jobs, handle_batch(conn, jobs))
                 with lock: current = []; lost.clear()
                 continue
-            job = conn.execute("select * from pgrun.claim_job(%s, %s, %s)", (QUEUE, WORKER, KINDS)).fetchone()
+            job, handed = handed or conn.execute("select * from pgrun.claim_job(%s, %s, %s)", (QUEUE, WORKER, KINDS)).fetchone(), None
             if job is None:
                 wait(conn, 1.0)  # a notification, or poll each second
                 continue
             hold([job])
             try: result, err = handle(conn, job), None
             except Exception as e: result, err = None, e
-            report(conn, job, result, err)
+            handed = report(conn, job, result, err)
             with lock: current = []
         conn.execute("select pgrun.worker_heartbeat(%s, %s, %s, %s, state => 'stopped')",
                      (WORKER, socket.gethostname(), os.getpid(), [QUEUE]))
