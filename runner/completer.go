@@ -367,8 +367,9 @@ func (c *completer) ended(batch []completion, done []int64, took time.Duration, 
 
 // send records batch with one complete_jobs call, retrying transient errors, and
 // then wakes this runner's fetchers of the queues in which the batch readied jobs. It
-// returns the ids complete_jobs finished. The call takes the next jobs of the batch's
-// sequence heads for this runner where it has room (handoff.go).
+// returns the ids complete_jobs finished. The call also takes the next jobs of the
+// batch's sequence heads for this runner, where the database hands them over
+// (handoff.go).
 func (c *completer) send(ctx context.Context, batch []completion) ([]int64, error) {
 	ids := make([]int64, len(batch))
 	attempts := make([]int32, len(batch))

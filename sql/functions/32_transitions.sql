@@ -120,10 +120,10 @@ $$;
 -- model), the successor goes from held straight to running under worker, with a new
 -- claim and a lease of lease (NULL: its queue's default_lease, else default_lease()),
 -- in this statement: one write of it instead of two (released, then claimed) and no
--- claim. Their ids are left, until the end of the transaction, in the setting
--- pgrun.handed (",id,id,"): the caller reads their rows there (claimed_by = worker,
--- status running) and runs them as claimed jobs, or their leases bring them back. At
--- most as many as ids; a worker is required.
+-- claim. Their ids are left, until the end of the transaction (or the next such call
+-- in it), in the setting pgrun.handed (",id,id,"): the caller reads them there with
+-- handed_jobs (their rows, claim tokens included) and runs them as claimed jobs, or
+-- their leases bring them back. At most as many as ids; a worker is required.
 create or replace function pgrun.complete_jobs(
   ids        bigint[],
   attempts   integer[],
