@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"slices"
 	"testing"
 
@@ -48,5 +49,26 @@ func TestHandoffIsAskedOnceAndNotBesideASettle(t *testing.T) {
 	c.draining.Store(true)
 	if h := c.handoffFor(batch()); h != nil {
 		t.Fatal("asked for a handoff while draining")
+	}
+}
+
+// Jobs handed over after the fetcher closed (a completion in flight as the runner
+// stops) go back to the queue at once, as its buffered jobs do, rather than wait
+// running for their lease.
+func TestJobsHandedToAClosedFetcherGoBackToTheQueue(t *testing.T) {
+	r, f, jobs := setupClaimed(t, 1)
+	f.readyMu.Lock()
+	f.closed = true
+	f.readyMu.Unlock()
+	f.handed(jobs)
+	if got := f.bufferedJobs(); len(got) != 0 {
+		t.Fatalf("a closed fetcher buffered %d jobs handed over", len(got))
+	}
+	var status string
+	if err := r.pool.QueryRow(context.Background(), `select status::text from pgrun.jobs where id = $1`, jobs[0].ID).Scan(&status); err != nil {
+		t.Fatal(err)
+	}
+	if status != "queued" {
+		t.Fatalf("the job handed over to a closed fetcher is %s, want queued", status)
 	}
 }
