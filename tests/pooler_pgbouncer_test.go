@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -39,9 +40,32 @@ var pgbouncer = sync.OnceValues(func() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("scripts/ensure-pgbouncer.sh: %v\n%s", err, stderr.String())
 	}
+	// "starting pgbouncer ...; files in DIR": this process started it (else it found
+	// one running and reuses it), so it stops it when the tests end (stopPgBouncer).
+	if _, dir, ok := strings.Cut(stderr.String(), "; files in "); ok {
+		pgbouncerDir = strings.TrimSpace(strings.SplitN(dir, "\n", 2)[0])
+	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	return lines[len(lines)-1], nil
 })
+
+// pgbouncerDir is the directory of the pooler this test process started, "" if none.
+var pgbouncerDir string
+
+// stopPgBouncer stops the pooler this test process started, so that a test run
+// leaves no daemon behind (one it found running is left as it was).
+func stopPgBouncer() {
+	if pgbouncerDir == "" {
+		return
+	}
+	pid, err := os.ReadFile(filepath.Join(pgbouncerDir, "pgbouncer.pid"))
+	if err != nil {
+		return
+	}
+	if n, err := strconv.Atoi(strings.TrimSpace(string(pid))); err == nil {
+		_ = syscall.Kill(n, syscall.SIGTERM)
+	}
+}
 
 // viaPgBouncer returns direct, a test database's URL, rewritten to go through the
 // pooler; mode, when not empty, is put in as default_query_exec_mode.
