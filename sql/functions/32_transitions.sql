@@ -169,7 +169,9 @@ begin
     raise exception 'complete_jobs got % jobs to hand over for % ids', cardinality(hand_over), cardinality(ids)
       using errcode = '22023', hint = 'Name in hand_over only jobs of the batch (ids), each once.';
   end if;
-  perform pgrun.check_interval('lease', lease, pgrun.max_lease());
+  if lease is not null then
+    perform pgrun.check_interval('lease', lease, pgrun.max_lease());
+  end if;
   -- The handoff's request, for the statement below only (jobs_dispatch reads it:
   -- handoff_request); set here whatever the caller set, so that no session setting
   -- asks for a handoff this call did not.

@@ -163,7 +163,8 @@ begin
     perform pgrun.sequences_ended(array_agg(n.queue), array_agg(n.sequence_key), array_agg(n.tenant),
                                   array_agg(n.id) filter (where n.status = 'failed' and o.status <> 'failed'),
                                   case when hand.worker is not null then array_agg(case when e.hand then n.kind end) end,
-                                  case when hand.worker is not null then array_agg(case when e.hand then n.model end) end)
+                                  case when hand.worker is not null then array_agg(case when e.hand then n.model end) end,
+                                  hand.worker, hand.lease)
     from finished_new n
     cross join lateral (select before ->> n.id::text as status) o
     cross join lateral (select n.status = 'succeeded' and o.status = 'running'

@@ -157,9 +157,10 @@ $$;
 --
 -- hand_kinds and hand_models (the handoff; NULL for none): element i, if its kind is
 -- not NULL, is the kind and model of the head of sequence i that just succeeded under
--- the worker of handoff_request. That sequence's next job goes to running under that
--- worker instead, a claim of its own (claim_locked, with the lease asked for or its
--- queue's default), where claim_jobs would have given it to that worker all the same,
+-- hand_worker, the worker of the handoff (handoff_request). That sequence's next job
+-- goes to running under that worker instead, a claim of its own (claim_locked, with
+-- hand_lease or its queue's default), where claim_jobs would have given it to that
+-- worker all the same,
 -- with nothing to weigh: it is due; it is of the head's kind and model (the worker ran
 -- that one, so it handles the kind and has the model, whose affinity is no other
 -- worker's); its queue is not paused and has no max_running, rate_limit, per-key
@@ -168,7 +169,8 @@ $$;
 -- added to the setting pgrun.handed, and it is not counted among those queued.
 create or replace function pgrun.sequences_promote(queues text[], keys text[], tenants text[],
                                                    headless boolean default false,
-                                                   hand_kinds text[] default null, hand_models text[] default null)
+                                                   hand_kinds text[] default null, hand_models text[] default null,
+                                                   hand_worker text default null, hand_lease interval default null)
 returns integer
 language plpgsql
 set search_path = pgrun, pg_catalog
@@ -186,7 +188,6 @@ declare
   v_stop  text[];
   v_got   bigint[];
   v_hand  bigint[];
-  hand    record;
   l       record;
 begin
   -- (Most sequences never fail for good: then the holds are not looked at.)
@@ -208,15 +209,13 @@ begin
   -- jobs still pending: one cancelled meanwhile stays cancelled. A sequence named
   -- twice names its next job twice, which changes nothing. The same look tells which
   -- may be handed over (v_cand, with their queues).
-  select array_agg(x.id),
-         array_agg(x.id) filter (where s.hk is not null and x.kind = s.hk and x.model is not distinct from s.hm
-                                   and x.run_at <= v_now),
-         array_agg(s.q) filter (where s.hk is not null and x.kind = s.hk and x.model is not distinct from s.hm
-                                  and x.run_at <= v_now)
+  select array_agg(x.id), array_agg(x.id) filter (where x.hand), array_agg(s.q) filter (where x.hand)
   into v_next, v_cand, v_candq
   from unnest(queues, keys, tenants, coalesce(hand_kinds, array_fill(null::text, array[cardinality(queues)])),
               coalesce(hand_models, array_fill(null::text, array[cardinality(queues)]))) s(q, k, t, hk, hm)
-  cross join lateral (select x.id, x.kind, x.model, x.run_at from pgrun.jobs x
+  cross join lateral (select x.id, s.hk is not null and x.kind = s.hk and x.model is not distinct from s.hm
+                               and x.run_at <= v_now as hand
+                      from pgrun.jobs x
                       where x.queue = s.q and x.sequence_key >= s.k and x.sequence_key <= s.k
                         and x.status = 'pending' and x.tenant is not distinct from s.t
                       order by x.queue, x.sequence_key, x.id limit 1) x
@@ -227,31 +226,27 @@ begin
     and (not holds
          or not exists (select 1 from pgrun.sequence_holds d
                         where d.queue = s.q and d.sequence_key = s.k and d.tenant is not distinct from s.t));
-  -- The handoff: the queues' and the operator's rules once per call, then one claim
-  -- (claim_locked, as claim_jobs claims, of jobs still pending) per lease: one, unless
-  -- the batch spans queues with leases of their own.
-  if v_cand is not null then
-    select * into hand from pgrun.handoff_request();
-    if hand.worker is not null then
-      v_stop := array(select c.queue from pgrun.workers w join pgrun.worker_control c on c.host = w.host
-                      where w.id = hand.worker and c.mode <> 'on');
-      for l in
-        select coalesce(hand.lease, q.default_lease, pgrun.default_lease()) as lease, array_agg(u.id) as ids
-        from unnest(v_cand, v_candq) u(id, queue)
-        left join pgrun.queues q on q.name = u.queue
-        where not coalesce(q.paused or q.max_running is not null or q.rate_limit is not null
-                           or q.concurrency_limit is not null or q.fair_by is not null
-                           or q.key_rate_limit is not null or q.priority_aging is not null, false)
-          and not (u.queue = any (v_stop) or '*' = any (v_stop))
-        group by 1
-      loop
-        select array_agg(c.id) into v_got from pgrun.claim_locked(l.ids, hand.worker, v_now, l.lease, 'pending') c;
-        v_hand := v_hand || v_got;
-      end loop;
-      if v_hand is not null then
-        perform set_config('pgrun.handed',
-          coalesce(nullif(current_setting('pgrun.handed', true), ''), ',') || array_to_string(v_hand, ',') || ',', true);
-      end if;
+  -- The handoff: the queues' and the operator's rules once per queue (a queue whose
+  -- claims weigh every job, claim_exclusive, or take turns, fair_by), then one claim
+  -- per queue (claim_locked, as claim_jobs claims, of jobs still pending): one, unless
+  -- the batch spans queues.
+  if v_cand is not null and hand_worker is not null then
+    v_stop := array(select c.queue from pgrun.workers w join pgrun.worker_control c on c.host = w.host
+                    where w.id = hand_worker and c.mode <> 'on');
+    for l in
+      select coalesce(hand_lease, q.default_lease, pgrun.default_lease()) as lease,
+             array(select u.id from unnest(v_cand, v_candq) u(id, queue) where u.queue = g.queue) as ids
+      from (select distinct u.queue from unnest(v_candq) u(queue)) g
+      left join pgrun.queues q on q.name = g.queue
+      where not coalesce(q.paused or pgrun.claim_exclusive(q) or q.fair_by is not null, false)
+        and not (g.queue = any (v_stop) or '*' = any (v_stop))
+    loop
+      select array_agg(c.id) into v_got from pgrun.claim_locked(l.ids, hand_worker, v_now, l.lease, 'pending') c;
+      v_hand := v_hand || v_got;
+    end loop;
+    if v_hand is not null then
+      perform set_config('pgrun.handed',
+        coalesce(nullif(current_setting('pgrun.handed', true), ''), ',') || array_to_string(v_hand, ',') || ',', true);
     end if;
   end if;
   -- Nothing left to queue (no next job, or each handed over): no UPDATE, whose
@@ -361,12 +356,13 @@ $$;
 -- the head. Each failed one holds its sequence if its queue's sequence_on_failure is
 -- 'hold'; then the other sequences move on: their next job is queued
 -- (sequences_promote), or handed over: hand_kinds and hand_models, if not NULL, give
--- for element i the kind and model of a head that succeeded under the worker of the
--- handoff (a NULL kind for the others), whose successor may go to that worker
--- (sequences_promote). (A held job that was cancelled moves nothing: its head is
+-- for element i the kind and model of a head that succeeded under hand_worker, the
+-- worker of the handoff (a NULL kind for the others), whose successor may go to that
+-- worker with a lease of hand_lease (sequences_promote). (A held job that was cancelled moves nothing: its head is
 -- still there.)
 create or replace function pgrun.sequences_ended(queues text[], keys text[], tenants text[], failed bigint[],
-                                                 hand_kinds text[] default null, hand_models text[] default null)
+                                                 hand_kinds text[] default null, hand_models text[] default null,
+                                                 hand_worker text default null, hand_lease interval default null)
 returns void
 language plpgsql
 set search_path = pgrun, pg_catalog
@@ -384,7 +380,7 @@ begin
   if current_setting('transaction_isolation') = 'read committed' then
     -- Each of these sequences' head (or failed hold) just ended: under the lock, with
     -- jobs_sequence_head_idx, none has another.
-    perform pgrun.sequences_promote(queues, keys, tenants, true, hand_kinds, hand_models);
+    perform pgrun.sequences_promote(queues, keys, tenants, true, hand_kinds, hand_models, hand_worker, hand_lease);
   else
     perform pgrun.sequences_move(queues, keys, tenants);
   end if;
