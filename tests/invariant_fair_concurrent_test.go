@@ -154,7 +154,7 @@ func TestFairQueueAcrossRunnersAndAKill(t *testing.T) {
 	for i := range 3 {
 		procs = append(procs, startWorker(t, b, "--queues", "fair=4", "--lease", "2s", "--worker-id", fmt.Sprintf("fair-%d", i)))
 	}
-	held := stopHolding(t, b, procs[0], "fair-0", 1, time.Minute)
+	_, held := stopHolding(t, b, procs[:1], []string{"fair-0"}, 1, time.Minute)
 	require.NoError(t, procs[0].Cmd.Process.Signal(syscall.SIGKILL))
 	procs[0].Wait(t, 10*time.Second)
 	testkit.Eventually(t, 2*time.Minute, "every job succeeded", func() bool {

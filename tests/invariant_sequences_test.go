@@ -71,11 +71,11 @@ func checkSeqLog(t *testing.T, b *testkit.DB) int {
 	return len(started)
 }
 
-// Three runner processes work a queue of 10,000 jobs in 50 sequences, and one is
-// killed with SIGKILL in the middle: every job succeeds, and no job of a sequence ever
-// starts while another of its sequence runs, nor before one enqueued ahead of it
-// (the killed runner's jobs run again, as themselves, once the engine takes them
-// back). The runners take next jobs by handoff as they complete heads; one handed
+// Three runner processes work a queue of 10,000 jobs in 50 sequences, and one that
+// holds some is killed with SIGKILL in the middle: every job succeeds, and no job of a
+// sequence ever starts while another of its sequence runs, nor before one enqueued
+// ahead of it (the killed runner's jobs run again, as themselves, once the engine
+// takes them back). The runners take next jobs by handoff as they complete heads; one handed
 // to the killed runner comes back with its lease like any claim.
 func TestSequencesRunOneAtATimeInOrderThroughSIGKILL(t *testing.T) {
 	b := testkit.Setup(t)
@@ -87,16 +87,18 @@ func TestSequencesRunOneAtATimeInOrderThroughSIGKILL(t *testing.T) {
 	require.Equal(t, keys, countRows(t, b, `select count(*) from pgrun.jobs where status = 'queued'`), "one head per sequence")
 
 	var procs []*testkit.Proc
+	var workers []string
 	for i := range 3 {
-		procs = append(procs, startWorker(t, b, "--queues", "seq=20", "--lease", "2s", "--worker-id", fmt.Sprintf("seq-%d", i)))
+		workers = append(workers, fmt.Sprintf("seq-%d", i))
+		procs = append(procs, startWorker(t, b, "--queues", "seq=20", "--lease", "2s", "--worker-id", workers[i]))
 	}
 	testkit.Eventually(t, 2*time.Minute, "a third of the jobs done", func() bool {
 		return testkit.CountStatus(t, b, pgrun.StatusSucceeded) >= jobs/3
 	})
 	// Several, so that some are still in their handlers, not in a report already on
 	// its way.
-	stopHolding(t, b, procs[0], "seq-0", 4, 10*time.Second)
-	require.NoError(t, procs[0].Cmd.Process.Signal(syscall.SIGKILL))
+	killed, _ := stopHolding(t, b, procs, workers, 4, 10*time.Second)
+	require.NoError(t, procs[killed].Cmd.Process.Signal(syscall.SIGKILL))
 	testkit.Eventually(t, 4*time.Minute, "every job succeeded", func() bool {
 		return testkit.CountStatus(t, b, pgrun.StatusSucceeded) == jobs
 	})

@@ -57,23 +57,29 @@ func startWorkerURL(t *testing.T, dbURL string, args ...string) *testkit.Proc {
 	return testkit.StartProc(t, "runner", exec.Command(runnerBin, append([]string{"work", "--examples", "--database-url", dbURL}, args...)...))
 }
 
-// stopHolding stops the runner process p (SIGSTOP) at a moment when its worker holds
-// at least atLeast running jobs, and returns how many it holds, so that a SIGKILL
-// after it kills a runner with jobs in their handlers: looked at while it ran, its
-// short jobs could all finish and be reported between the look and the kill (they
-// did, in a loaded CI). A look that finds too few lets it run on (SIGCONT) and looks
-// again, until timeout.
-func stopHolding(t *testing.T, b *testkit.DB, p *testkit.Proc, worker string, atLeast int, timeout time.Duration) int {
+// stopHolding stops one of the runner processes procs (SIGSTOP), the one whose worker
+// (workers, in the same order) is first seen holding at least atLeast running jobs,
+// and returns its index and how many it holds, so that a SIGKILL after it kills a
+// runner with jobs in their handlers: looked at while it ran, its short jobs could
+// all finish and be reported between the look and the kill (they did, in a loaded
+// CI). A runner found holding too few runs on (SIGCONT) and the next is looked at,
+// round and round until timeout. Several candidates, because which runner holds work
+// is not the test's to choose: a runner that completes a sequence's head is handed
+// its next job, so the runners that started first can keep every sequence.
+func stopHolding(t *testing.T, b *testkit.DB, procs []*testkit.Proc, workers []string, atLeast int, timeout time.Duration) (which, held int) {
 	t.Helper()
-	held := 0
-	testkit.Eventually(t, timeout, worker+" holds jobs", func() bool {
+	require.Len(t, workers, len(procs))
+	next := 0
+	testkit.Eventually(t, timeout, fmt.Sprintf("one of %v holds %d jobs", workers, atLeast), func() bool {
+		which, next = next, (next+1)%len(procs)
+		p := procs[which]
 		require.NoError(t, p.Cmd.Process.Signal(syscall.SIGSTOP))
-		held = countRowsTB(t, b, `select count(*) from pgrun.jobs where status = 'running' and claimed_by = $1`, worker)
+		held = countRowsTB(t, b, `select count(*) from pgrun.jobs where status = 'running' and claimed_by = $1`, workers[which])
 		if held >= atLeast {
 			return true
 		}
 		require.NoError(t, p.Cmd.Process.Signal(syscall.SIGCONT))
 		return false
 	})
-	return held
+	return which, held
 }
