@@ -87,6 +87,7 @@ begin
     select w.key
     from (select w.key from pgrun.key_rate_windows w
           where q.key_rate_limit is not null and w.queue = q.name and w.window_start > v_now - v_period
+            and w.window_start > '-infinity' -- key_rate_windows_start_idx's predicate (0029)
           limit cap) w
   ),
   use as (
