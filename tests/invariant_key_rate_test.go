@@ -1,11 +1,13 @@
 package tests
 
 import (
+	"context"
 	"fmt"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrun/pgrun/internal/testkit"
@@ -130,13 +132,24 @@ func TestKeyRateWindowsArePruned(t *testing.T) {
 // holding (at 40 ms it could finish and report them between the look and the kill).
 // Every claim is logged by the database (recordClaims) with the engine's clock; after
 // the burn-down, per key: no window (replayed by the engine's rule, in claim order)
-// holds more than 4 claims, and no claim found 2 jobs of its key running already.
+// holds more than 4 claims, and no claim found 2 jobs of its key running already. And
+// with the per-key rate alone, whose claims run at once (each key's window row is the
+// lock on its count): no window holds more than 4.
 func TestKeyRateAndConcurrencyHoldAcrossRunnersAndAKill(t *testing.T) {
+	t.Run("rate and concurrency", func(t *testing.T) { keyLimitsHoldAcrossRunnersAndAKill(t, true) })
+	t.Run("rate alone, claims at once", func(t *testing.T) { keyLimitsHoldAcrossRunnersAndAKill(t, false) })
+}
+
+func keyLimitsHoldAcrossRunnersAndAKill(t *testing.T, withConcurrency bool) {
 	b := testkit.Setup(t)
 	recordClaims(t, b)
 	const keys, perKey, rate, conc = 8, 16, 4, 2
+	concurrency := "null"
+	if withConcurrency {
+		concurrency = "2"
+	}
 	testkit.ExecAll(t, b, `select pgrun.set_queue('api', key_rate_limit => 4, key_rate_period => '1 second',
-		concurrency_limit => 2)`,
+		concurrency_limit => `+concurrency+`)`,
 		`select pgrun.enqueue_jobs(jsonb_agg(jsonb_build_object('kind', 'sleep', 'queue', 'api', 'args', '{"ms": 300}'::jsonb,
 		   'concurrency_key', 'key' || (i % 8)))) from generate_series(1, 128) i`)
 	var procs []*testkit.Proc
@@ -186,13 +199,17 @@ func TestKeyRateAndConcurrencyHoldAcrossRunnersAndAKill(t *testing.T) {
 		require.LessOrEqual(t, w.n, rate, "key %s: more than %d claims in the window from %s", *c.Key, rate, w.start)
 	}
 
+	requeued := countRowsTB(t, b, `select count(*) from pgrun.jobs where queue = 'api' and lease_expiries > 0`)
+	require.Positive(t, requeued, "the killed runner's jobs came back through their leases")
+	if !withConcurrency {
+		return
+	}
 	// The concurrency, replayed per key in the order claims and ends were logged: an
 	// end logged before a claim may have committed after it (the replay then counts
 	// fewer running than the claim did), never the other way round.
 	rows, err := b.Pool.Query(b.Ctx, `select key, ended from public.claim_log where queue = 'api' order by seq`)
 	require.NoError(t, err)
 	running := map[string]int{}
-	requeued := 0
 	for rows.Next() {
 		var key string
 		var ended bool
@@ -205,6 +222,81 @@ func TestKeyRateAndConcurrencyHoldAcrossRunnersAndAKill(t *testing.T) {
 		require.LessOrEqual(t, running[key], conc, "key %s: more than %d running", key, conc)
 	}
 	require.NoError(t, rows.Err())
-	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.jobs where queue = 'api' and lease_expiries > 0`).Scan(&requeued))
-	require.Positive(t, requeued, "the killed runner's jobs came back through their leases")
+}
+
+// The claims of a queue with a per-key rate alone run at once (claim_exclusive): a
+// claim in flight does not hold up one beside it that takes other keys (each locks
+// only its jobs and its keys' windows), and the rate stays exact where they share a
+// key: a claim that found the key with room when it looked, while another claim's
+// count into the key's window was not committed, waits for that window and takes
+// only the room left.
+func TestKeyRateClaimsRunAtOnceAndStayExact(t *testing.T) {
+	b := testkit.Setup(t)
+	ids := func(sql string) []int64 {
+		rows, err := b.Pool.Query(b.Ctx, sql)
+		require.NoError(t, err)
+		got, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		require.NoError(t, err)
+		return got
+	}
+	claimIDs := func(q testkit.Querier, n int) ([]int64, error) {
+		rows, err := q.Query(b.Ctx, `select id from pgrun.claim_jobs('rated', 'w', $1) order by id`, n)
+		if err != nil {
+			return nil, err
+		}
+		return pgx.CollectRows(rows, pgx.RowTo[int64])
+	}
+	jobsOf := func(key string, n int) []int64 {
+		return ids(fmt.Sprintf(`insert into pgrun.jobs (kind, queue, concurrency_key)
+			select 'work', 'rated', '%s' from generate_series(1, %d) returning id`, key, n))
+	}
+	testkit.ExecAll(t, b, `select pgrun.set_queue('rated', key_rate_limit => 3, key_rate_period => '1 hour')`)
+	x1 := jobsOf("x", 1)
+	got, err := claimIDs(b.Pool, 1)
+	require.NoError(t, err)
+	require.Equal(t, x1, got, "x's window opens, committed, with one claim in it")
+	x2, y := jobsOf("x", 1), jobsOf("y", 2)
+
+	a, err := b.Pool.Begin(b.Ctx)
+	require.NoError(t, err)
+	defer func() { _ = a.Rollback(b.Ctx) }()
+	got, err = claimIDs(a, 1)
+	require.NoError(t, err)
+	require.Equal(t, x2, got, "the first claim takes x's next job, and its transaction stays open")
+
+	// Beside it, on another connection: y's jobs, at once (under the queue's lock it
+	// waited for the first claim's commit).
+	ctx, cancel := context.WithTimeout(b.Ctx, 10*time.Second)
+	defer cancel()
+	rows, err := b.Pool.Query(ctx, `select id from pgrun.claim_jobs('rated', 'w', 2) order by id`)
+	require.NoError(t, err)
+	got, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+	require.NoError(t, err, "a claim of other keys does not wait for the one in flight")
+	require.Equal(t, y, got)
+
+	// Three more of x: a claim looks, finds x's window with room for 2 (the first
+	// claim's count is not committed), and waits for that window.
+	more := jobsOf("x", 3)
+	type result struct {
+		ids []int64
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		got, err := claimIDs(b.Pool, 3)
+		done <- result{got, err}
+	}()
+	testkit.Eventually(t, 10*time.Second, "the claim waits for x's window", func() bool {
+		return countRowsTB(t, b, `select count(*) from pg_stat_activity
+			where wait_event_type = 'Lock' and query like '%claim_jobs(''rated''%'`) == 1
+	})
+	require.NoError(t, a.Commit(b.Ctx))
+	r := <-done
+	require.NoError(t, r.err)
+	require.Equal(t, more[:1], r.ids, "x had room for one more in its window, and the waiting claim took only that")
+	require.Equal(t, 3, countRowsTB(t, b, `select count(*) from pgrun.jobs where concurrency_key = 'x' and status = 'running'`))
+	require.Equal(t, 3, countRowsTB(t, b, `select count from pgrun.key_rate_windows where key = 'x'`))
+	got, err = claimIDs(b.Pool, 3)
+	require.NoError(t, err)
+	require.Empty(t, got, "x's window is full, y has nothing left")
 }

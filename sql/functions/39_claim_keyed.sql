@@ -148,7 +148,17 @@ declare
   v_pruned_at  timestamptz;
   v_prune      boolean := false;
   v_wkeys      text[];            -- per-key rate: the claim's keys, and each one's count
-  v_wcounts    jsonb;
+  v_wcounts    jsonb;             -- (claims at once: the keys granted less than they wanted, and what)
+  v_wants      integer[];
+  v_pp         smallint;          -- claims at once: where the next look at the front starts,
+  v_pr         timestamptz;
+  v_pi         bigint;
+  v_tp         smallint;          -- the last job a look took from its start on,
+  v_tr         timestamptz;
+  v_ti         bigint;
+  v_passed     boolean;           -- whether it passed over one,
+  v_stopped    boolean := false;  -- whether an earlier look did (the front stays before it)
+  v_looked     integer := 0;      -- and how many jobs the looks read
   v_wtids      tid[];
   v_lkeys      text[] := '{}';    -- per-key rate: keys whose window's row key_limits read,
   v_ltids      tid[] := '{}';     -- and the row (NULL: the key has no window)
@@ -184,7 +194,51 @@ begin
     -- Aging alone: the queue's order by effective priority.
     v_ids := array(select f.id from pgrun.claim_front(q.name, at, n, v_levels, q.priority_aging, kinds, tenant, models,
                                                       servable, v_else, warm_wait, '{}') f order by f.rk);
-  elsif v_by is null then
+  elsif v_by is null and not v_exclusive then
+    -- A per-key rate alone, whose claims run at once: the queue's order, passing over
+    -- keys without room, each look as long as the claim is still short, locking the
+    -- jobs it reads (claim_front's lock: those a claim beside this one holds are passed
+    -- over) and starting where the last ended, up to front_look in all. (A look past
+    -- the claim's size, as below, would hold jobs it leaves, which a claim beside it
+    -- could then not take: the whole of a small queue.) A key's room counts the jobs
+    -- earlier looks chose of it. The front moves past the jobs taken from its start on,
+    -- up to the first passed over, as below.
+    v_pp := v_fp; v_pr := v_fr; v_pi := v_fi;
+    loop
+      v_look := least(n - cardinality(v_ids), front_look - v_looked);
+      with f as materialized (
+        select * from pgrun.claim_front(q.name, at, v_look, null, null, kinds, tenant, models, servable,
+                                        v_else, warm_wait, '{}', v_pp, v_pr, v_pi, lock => true)
+      ),
+      r as (select * from pgrun.key_limits(q, (select array_agg(distinct f.concurrency_key) from f), at)),
+      k as materialized (
+        select k.*, (k.concurrency_key is null or r.room is null or k.krn + coalesce(c.n, 0) <= r.room) as ok
+        from (select f.*, row_number() over (partition by f.concurrency_key order by f.rk) as krn from f) k
+        left join r on r.key = k.concurrency_key
+        left join (select c.ck, count(*) as n from unnest(v_cks) c(ck) group by c.ck) c on c.ck = k.concurrency_key
+      ),
+      taken as (select coalesce(min(k.rk) filter (where not k.ok), v_look + 1) - 1 as upto, count(*) as seen from k)
+      select v_ids || coalesce(array_agg(x.id order by x.rk), '{}'),
+             v_cks || coalesce(array_agg(x.concurrency_key order by x.rk), '{}'),
+             (select t.seen from taken t), (select t.upto < t.seen from taken t),
+             (select k.priority from k, taken t where k.rk = t.upto),
+             (select k.run_at from k, taken t where k.rk = t.upto),
+             (select k.id from k, taken t where k.rk = t.upto),
+             (select k.priority from k, taken t where k.rk = t.seen),
+             (select k.run_at from k, taken t where k.rk = t.seen),
+             (select k.id from k, taken t where k.rk = t.seen)
+      into v_ids, v_cks, v_seen, v_passed, v_tp, v_tr, v_ti, v_pp, v_pr, v_pi
+      from (select k.id, k.concurrency_key, k.rk from k where k.ok) x;
+      if not v_stopped and v_ti is not null then
+        v_np := v_tp; v_nr := v_tr; v_ni := v_ti;
+      end if;
+      v_stopped := v_stopped or v_passed;
+      v_looked := v_looked + v_seen;
+      exit when cardinality(v_ids) >= n or v_seen < v_look or v_looked >= front_look;
+    end loop;
+  end if;
+  if v_by is null and v_limited then
+    if v_exclusive then
     -- The queue's order, passing over keys without room: a look a little past the
     -- claim's size (keys with room take it all), four times further while it comes
     -- back short, up to front_look.
@@ -215,6 +269,7 @@ begin
       exit when cardinality(v_ids) >= n or v_seen < v_look or v_look >= front_look;
       v_look := least(4 * v_look, front_look);
     end loop;
+    end if;
     if v_ni is null then
       -- Nothing taken from the front's start: it stays (at the start, after a sweep).
       v_np := v_fp; v_nr := v_fr; v_ni := v_fi;
@@ -257,7 +312,7 @@ begin
       from (select c.* from unnest(c_ids, c_cks, c_rks, c_pri, c_run) c(id, ck, e, p, r)
             order by c.e, c.p, c.r, c.id limit v_left) x;
     end if;
-  else
+  elsif v_by is not null then
     -- Fair. The first round: one job per key, walking from the cursor.
     v_after := coalesce(v_start, '');
     loop
@@ -438,8 +493,9 @@ begin
   if v_cursor is distinct from v_start or v_moved or v_prune or v_ni is distinct from v_fi
      or v_next_kl is distinct from v_keyless_at then
     if not v_exclusive then
-      -- Fairness alone (claim_exclusive): claims run at once, and the cursor is a hint
-      -- they share (the sweep and prune times are not theirs). A claim writes it only
+      -- Fairness or per-key rates alone (claim_exclusive): claims run at once, and the
+      -- cursor is a hint they share, with the times of the last sweep and prune (a
+      -- claim that did not write them leaves them to the next). A claim writes it only
       -- if no other claim in flight holds its row (which it holds to its commit, its
       -- UPDATE of the jobs included): waiting for that would make the claims run one
       -- at a time again. A claim that began with the same cursor as one in flight
@@ -447,12 +503,14 @@ begin
       -- two jobs a turn while two claims overlap.
       if v_cursor_row then
         update pgrun.fair_cursors c
-        set key = v_cursor, front_priority = v_np, front_run_at = v_nr, front_id = v_ni, keyless_at = v_next_kl
+        set key = v_cursor, front_priority = v_np, front_run_at = v_nr, front_id = v_ni, keyless_at = v_next_kl,
+            front_swept_at = v_swept_at, pruned_at = v_pruned_at
         where c.queue = q.name
           and c.queue in (select x.queue from pgrun.fair_cursors x where x.queue = q.name for update skip locked);
       else
-        insert into pgrun.fair_cursors (queue, key, front_priority, front_run_at, front_id, keyless_at)
-        values (q.name, v_cursor, v_np, v_nr, v_ni, v_next_kl)
+        insert into pgrun.fair_cursors (queue, key, front_priority, front_run_at, front_id, front_swept_at,
+                                        keyless_at, pruned_at)
+        values (q.name, v_cursor, v_np, v_nr, v_ni, v_swept_at, v_next_kl, v_pruned_at)
         on conflict (queue) do nothing;
       end if;
     else
@@ -477,17 +535,48 @@ begin
   -- checked on the row's newest version), but for the jobs of the keyless turn
   -- (claim_front, which does not lock; their fair key is NULL): without those, the lock
   -- would read again rows this claim holds already (0.3 ms a claim of 250), and it is
-  -- skipped. The claim order rides along with each id into the lock: locked by
+  -- skipped. So is it for a per-key rate alone (not v_exclusive): its looks at the front
+  -- locked what they read (claim_front's lock), as the walk of the keys does. The claim
+  -- order rides along with each id into the lock: locked by
   -- "id = any" and joined back to the order after, the generic plan compared every
   -- pair (360,000 for a claim of 600, 3 ms).
-  if v_by is null or q.priority_aging is not null or array_position(v_fks, null) is not null then
+  if (v_by is null and v_exclusive) or q.priority_aging is not null or array_position(v_fks, null) is not null then
     select coalesce(array_agg(c.id order by c.o), '{}'), coalesce(array_agg(c.concurrency_key order by c.o), '{}')
     into v_ids, v_cks
     from (select c.id, c.concurrency_key, c.status, u.o from unnest(v_ids) with ordinality u(id, o)
           join pgrun.jobs c on c.id = u.id offset 0 for update of c skip locked) c
     where c.status = 'queued';
   end if;
-  if q.key_rate_limit is not null then
+  if q.key_rate_limit is not null and not v_exclusive then
+    -- Claims that run at once: each key's window row is the lock on its count
+    -- (key_rate_take); a key keeps as many of its jobs, in claim order, as it was
+    -- granted. A claim beside this one may have counted into the windows since
+    -- key_limits read them: then a key gets less than its look said, and its jobs
+    -- left over stay queued (locked by this claim to its commit).
+    select coalesce(array_agg(c.ck order by c.ck), '{}'), coalesce(array_agg(c.n order by c.ck), '{}')
+    into v_wkeys, v_wants
+    from (select c.ck, count(*)::integer as n from unnest(v_cks) c(ck) where c.ck is not null group by c.ck) c;
+    select coalesce(jsonb_object_agg(t.key, t.granted), '{}') into v_wcounts
+    from pgrun.key_rate_take(q, at, v_wkeys, v_wants) t;
+    if v_wcounts <> '{}' then
+      select coalesce(array_agg(c.id order by c.o), '{}'), coalesce(array_agg(c.ck order by c.o), '{}')
+      into v_ids, v_cks
+      from (select c.id, c.ck, c.o, row_number() over (partition by c.ck order by c.o) as rn
+            from unnest(v_ids, v_cks) with ordinality c(id, ck, o)) c
+      where not (v_wcounts ? c.ck) or c.rn <= (v_wcounts ->> c.ck)::integer;
+    end if;
+    -- The prune (below), last: it waits for no window (SKIP LOCKED), so a claim that
+    -- holds windows never waits for one that holds others.
+    if v_prune then
+      delete from pgrun.key_rate_windows w
+      where (w.queue, w.key) in (select x.queue, x.key from pgrun.key_rate_windows x
+                                 where x.queue = q.name
+                                   and x.window_start <= at - pgrun.rate_period(q.key_rate_period) - interval '1 minute'
+                                   and x.window_start > '-infinity' -- key_rate_windows_start_idx's predicate (0029)
+                                 order by x.window_start limit 1000
+                                 for update skip locked);
+    end if;
+  elsif q.key_rate_limit is not null then
     -- Windows of keys gone quiet (ended a minute ago or more), oldest first, 1,000 at
     -- most, by one claim a second (v_prune). A window that ended more recently stays:
     -- its key's next claim resets it in place (a HOT update of a half-full page).

@@ -15,3 +15,4 @@
 drop index pgrun.key_rate_windows_start_idx;
 create index key_rate_windows_start_idx on pgrun.key_rate_windows (queue, window_start)
   where window_start > '-infinity';
+
