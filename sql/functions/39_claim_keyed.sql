@@ -198,14 +198,16 @@ begin
     -- A per-key rate alone, whose claims run at once: the queue's order, passing over
     -- keys without room, each look as long as the claim is still short, locking the
     -- jobs it reads (claim_front's lock: those a claim beside this one holds are passed
-    -- over) and starting where the last ended, up to front_look in all. (A look past
-    -- the claim's size, as below, would hold jobs it leaves, which a claim beside it
-    -- could then not take: the whole of a small queue.) A key's room counts the jobs
+    -- over) and starting where the last ended, up to front_look in all; a look that
+    -- comes back short for keys without room makes the next one twice as long. (A
+    -- first look past the claim's size, as below, would hold jobs it leaves, which a
+    -- claim beside it could then not take: the whole of a small queue.) A key's room counts the jobs
     -- earlier looks chose of it. The front moves past the jobs taken from its start on,
     -- up to the first passed over, as below.
     v_pp := v_fp; v_pr := v_fr; v_pi := v_fi;
     loop
-      v_look := least(n - cardinality(v_ids), front_look - v_looked);
+      v_want := n - cardinality(v_ids);
+      v_look := least(v_want * v_mult, front_look - v_looked);
       with f as materialized (
         select * from pgrun.claim_front(q.name, at, v_look, null, null, kinds, tenant, models, servable,
                                         v_else, warm_wait, '{}', v_pp, v_pr, v_pi, lock => true)
@@ -217,7 +219,8 @@ begin
         left join r on r.key = k.concurrency_key
         left join (select c.ck, count(*) as n from unnest(v_cks) c(ck) group by c.ck) c on c.ck = k.concurrency_key
       ),
-      taken as (select coalesce(min(k.rk) filter (where not k.ok), v_look + 1) - 1 as upto, count(*) as seen from k)
+      taken as (select least(coalesce(min(k.rk) filter (where not k.ok), v_look + 1) - 1, v_want) as upto,
+                       count(*) as seen from k)
       select v_ids || coalesce(array_agg(x.id order by x.rk), '{}'),
              v_cks || coalesce(array_agg(x.concurrency_key order by x.rk), '{}'),
              (select t.seen from taken t), (select t.upto < t.seen from taken t),
@@ -228,14 +231,18 @@ begin
              (select k.run_at from k, taken t where k.rk = t.seen),
              (select k.id from k, taken t where k.rk = t.seen)
       into v_ids, v_cks, v_seen, v_passed, v_tp, v_tr, v_ti, v_pp, v_pr, v_pi
-      from (select k.id, k.concurrency_key, k.rk from k where k.ok) x;
+      from (select k.id, k.concurrency_key, k.rk from k where k.ok order by k.rk limit v_want) x;
       if not v_stopped and v_ti is not null then
         v_np := v_tp; v_nr := v_tr; v_ni := v_ti;
       end if;
       v_stopped := v_stopped or v_passed;
       v_looked := v_looked + v_seen;
       exit when cardinality(v_ids) >= n or v_seen < v_look or v_looked >= front_look;
+      -- Keys without room held it short: the next look is twice as long (a claim of one
+      -- job behind a thousand of a full key would otherwise look a thousand times).
+      v_mult := least(2 * v_mult, 1024);
     end loop;
+    v_mult := 1;
   end if;
   if v_by is null and v_limited then
     if v_exclusive then
