@@ -153,12 +153,13 @@ declare
   v_pp         smallint;          -- claims at once: where the next look at the front starts,
   v_pr         timestamptz;
   v_pi         bigint;
-  v_tp         smallint;          -- the last job a look took from its start on,
-  v_tr         timestamptz;
-  v_ti         bigint;
-  v_passed     boolean;           -- whether it passed over one,
-  v_stopped    boolean := false;  -- whether an earlier look did (the front stays before it)
-  v_looked     integer := 0;      -- and how many jobs the looks read
+  v_cand       integer[];         -- a look's candidates and the ones it kept (places in it),
+  v_kept       integer[];
+  v_upto       integer;           -- how many from its start it kept,
+  v_fullkeys   text[] := '{}';    -- the keys found full,
+  v_stopped    boolean := false;  -- whether an earlier look passed one over (the front stays),
+  v_looked     integer := 0;      -- how many jobs the looks read,
+  v_counted    integer := 0;      -- and how many of the chosen they counted into their windows
   v_wtids      tid[];
   v_lkeys      text[] := '{}';    -- per-key rate: keys whose window's row key_limits read,
   v_ltids      tid[] := '{}';     -- and the row (NULL: the key has no window)
@@ -195,47 +196,56 @@ begin
     v_ids := array(select f.id from pgrun.claim_front(q.name, at, n, v_levels, q.priority_aging, kinds, tenant, models,
                                                       servable, v_else, warm_wait, '{}') f order by f.rk);
   elsif v_by is null and not v_exclusive then
-    -- A per-key rate alone, whose claims run at once: the queue's order, passing over
-    -- keys without room, each look as long as the claim is still short, locking the
-    -- jobs it reads (claim_front's lock: those a claim beside this one holds are passed
-    -- over) and starting where the last ended, up to front_look in all; a look that
-    -- comes back short for keys without room makes the next one twice as long. (A
-    -- first look past the claim's size, as below, would hold jobs it leaves, which a
-    -- claim beside it could then not take: the whole of a small queue.) A key's room counts the jobs
-    -- earlier looks chose of it. The front moves past the jobs taken from its start on,
-    -- up to the first passed over, as below.
+    -- A per-key rate alone, whose claims run at once: the queue's order, each look as
+    -- long as the claim is still short, locking the jobs it reads (claim_front's lock:
+    -- those a claim beside this one holds are passed over) and starting where the last
+    -- ended, up to front_look in all. (A first look past the claim's size, as below,
+    -- would hold jobs it leaves, which a claim beside it could then not take: the whole
+    -- of a small queue.) The look's jobs are counted into their keys' windows at once
+    -- (key_rate_take, which locks them: exact), with no look at the windows before: a
+    -- key granted less than its jobs is full, its jobs past the grant stay queued and
+    -- the next looks pass over the key; a look that came back short for that makes the
+    -- next twice as long. The front moves past the jobs taken from its start on, up to
+    -- the first passed over, as below.
     v_pp := v_fp; v_pr := v_fr; v_pi := v_fi;
     loop
       v_want := n - cardinality(v_ids);
       v_look := least(v_want * v_mult, front_look - v_looked);
-      with f as materialized (
-        select * from pgrun.claim_front(q.name, at, v_look, null, null, kinds, tenant, models, servable,
-                                        v_else, warm_wait, '{}', v_pp, v_pr, v_pi, lock => true)
-      ),
-      r as (select * from pgrun.key_limits(q, (select array_agg(distinct f.concurrency_key) from f), at)),
-      k as materialized (
-        select k.*, (k.concurrency_key is null or r.room is null or k.krn + coalesce(c.n, 0) <= r.room) as ok
-        from (select f.*, row_number() over (partition by f.concurrency_key order by f.rk) as krn from f) k
-        left join r on r.key = k.concurrency_key
-        left join (select c.ck, count(*) as n from unnest(v_cks) c(ck) group by c.ck) c on c.ck = k.concurrency_key
-      ),
-      taken as (select least(coalesce(min(k.rk) filter (where not k.ok), v_look + 1) - 1, v_want) as upto,
-                       count(*) as seen from k)
-      select v_ids || coalesce(array_agg(x.id order by x.rk), '{}'),
-             v_cks || coalesce(array_agg(x.concurrency_key order by x.rk), '{}'),
-             (select t.seen from taken t), (select t.upto < t.seen from taken t),
-             (select k.priority from k, taken t where k.rk = t.upto),
-             (select k.run_at from k, taken t where k.rk = t.upto),
-             (select k.id from k, taken t where k.rk = t.upto),
-             (select k.priority from k, taken t where k.rk = t.seen),
-             (select k.run_at from k, taken t where k.rk = t.seen),
-             (select k.id from k, taken t where k.rk = t.seen)
-      into v_ids, v_cks, v_seen, v_passed, v_tp, v_tr, v_ti, v_pp, v_pr, v_pi
-      from (select k.id, k.concurrency_key, k.rk from k where k.ok order by k.rk limit v_want) x;
-      if not v_stopped and v_ti is not null then
-        v_np := v_tp; v_nr := v_tr; v_ni := v_ti;
+      select coalesce(array_agg(f.id order by f.rk), '{}'), coalesce(array_agg(f.concurrency_key order by f.rk), '{}'),
+             coalesce(array_agg(f.priority order by f.rk), '{}'), coalesce(array_agg(f.run_at order by f.rk), '{}')
+      into p_ids, p_cks, c_pri, c_run
+      from pgrun.claim_front(q.name, at, v_look, null, null, kinds, tenant, models, servable,
+                             v_else, warm_wait, '{}', v_pp, v_pr, v_pi, lock => true) f;
+      v_seen := cardinality(p_ids);
+      exit when v_seen = 0;
+      -- The candidates: the first v_want of the look whose key is not known to be full.
+      v_cand := array(select u.o from unnest(p_cks) with ordinality u(ck, o)
+                      where u.ck is null or not (u.ck = any (v_fullkeys)) order by u.o limit v_want);
+      select coalesce(array_agg(t.ck order by t.ck), '{}'), coalesce(array_agg(t.n order by t.ck), '{}')
+      into v_wkeys, v_wants
+      from (select p_cks[o] as ck, count(*)::integer as n from unnest(v_cand) o where p_cks[o] is not null group by 1) t;
+      select coalesce(jsonb_object_agg(t.key, t.granted), '{}') into v_wcounts
+      from pgrun.key_rate_take(q, at, v_wkeys, v_wants) t;
+      -- Kept: every candidate but those past their key's grant, in the look's order.
+      if v_wcounts = '{}' then
+        v_kept := v_cand;
+      else
+        v_kept := array(select c.o from (select o, p_cks[o] as ck, row_number() over (partition by p_cks[o] order by o) as rn
+                                         from unnest(v_cand) o) c
+                        where c.ck is null or not (v_wcounts ? c.ck) or c.rn <= (v_wcounts ->> c.ck)::integer
+                        order by c.o);
+        v_fullkeys := v_fullkeys || array(select jsonb_object_keys(v_wcounts));
       end if;
-      v_stopped := v_stopped or v_passed;
+      v_ids := v_ids || array(select p_ids[o] from unnest(v_kept) with ordinality u(o, i) order by u.i);
+      v_cks := v_cks || array(select p_cks[o] from unnest(v_kept) with ordinality u(o, i) order by u.i);
+      -- The front: past the jobs kept from the look's start on (kept[i] = i), up to the
+      -- first that was not.
+      v_upto := (select count(*) from unnest(v_kept) with ordinality u(o, i) where u.o = u.i);
+      if not v_stopped and v_upto > 0 then
+        v_np := c_pri[v_upto]; v_nr := c_run[v_upto]; v_ni := p_ids[v_upto];
+      end if;
+      v_stopped := v_stopped or v_upto < v_seen;
+      v_pp := c_pri[v_seen]; v_pr := c_run[v_seen]; v_pi := p_ids[v_seen];
       v_looked := v_looked + v_seen;
       exit when cardinality(v_ids) >= n or v_seen < v_look or v_looked >= front_look;
       -- Keys without room held it short: the next look is twice as long (a claim of one
@@ -243,6 +253,7 @@ begin
       v_mult := least(2 * v_mult, 1024);
     end loop;
     v_mult := 1;
+    v_counted := cardinality(v_ids);
   end if;
   if v_by is null and v_limited then
     if v_exclusive then
@@ -555,22 +566,28 @@ begin
     where c.status = 'queued';
   end if;
   if q.key_rate_limit is not null and not v_exclusive then
-    -- Claims that run at once: each key's window row is the lock on its count
-    -- (key_rate_take); a key keeps as many of its jobs, in claim order, as it was
-    -- granted. A claim beside this one may have counted into the windows since
-    -- key_limits read them: then a key gets less than its look said, and its jobs
-    -- left over stay queued (locked by this claim to its commit).
-    select coalesce(array_agg(c.ck order by c.ck), '{}'), coalesce(array_agg(c.n order by c.ck), '{}')
-    into v_wkeys, v_wants
-    from (select c.ck, count(*)::integer as n from unnest(v_cks) c(ck) where c.ck is not null group by c.ck) c;
-    select coalesce(jsonb_object_agg(t.key, t.granted), '{}') into v_wcounts
-    from pgrun.key_rate_take(q, at, v_wkeys, v_wants) t;
-    if v_wcounts <> '{}' then
-      select coalesce(array_agg(c.id order by c.o), '{}'), coalesce(array_agg(c.ck order by c.o), '{}')
-      into v_ids, v_cks
-      from (select c.id, c.ck, c.o, row_number() over (partition by c.ck order by c.o) as rn
-            from unnest(v_ids, v_cks) with ordinality c(id, ck, o)) c
-      where not (v_wcounts ? c.ck) or c.rn <= (v_wcounts ->> c.ck)::integer;
+    if v_counted < cardinality(v_ids) then
+      -- Claims that run at once: each key's window row is the lock on its count
+      -- (key_rate_take); a key keeps as many of its jobs, in claim order, as it was
+      -- granted. The jobs the looks at the front counted are counted (v_counted, the
+      -- first of v_ids); a fair walk's or a walk of the keys with room's are not. A
+      -- claim beside this one may have counted into the windows since key_limits read
+      -- them: then a key gets less than its look said, and its jobs left over stay
+      -- queued (locked by this claim to its commit).
+      select coalesce(array_agg(c.ck order by c.ck), '{}'), coalesce(array_agg(c.n order by c.ck), '{}')
+      into v_wkeys, v_wants
+      from (select c.ck, count(*)::integer as n from unnest(v_cks[v_counted + 1:]) c(ck) where c.ck is not null
+            group by c.ck) c;
+      select coalesce(jsonb_object_agg(t.key, t.granted), '{}') into v_wcounts
+      from pgrun.key_rate_take(q, at, v_wkeys, v_wants) t;
+      if v_wcounts <> '{}' then
+        select coalesce(array_agg(c.id order by c.o), '{}'), coalesce(array_agg(c.ck order by c.o), '{}')
+        into v_ids, v_cks
+        from (select c.id, c.ck, c.o, row_number() over (partition by c.ck order by c.o) as rn
+              from unnest(v_ids, v_cks) with ordinality c(id, ck, o)) c
+        where c.o <= v_counted or not (v_wcounts ? c.ck)
+           or c.rn - (select count(*) from unnest(v_cks[1:v_counted]) d(ck) where d.ck = c.ck) <= (v_wcounts ->> c.ck)::integer;
+      end if;
     end if;
     -- The prune (below), last: it waits for no window (SKIP LOCKED), so a claim that
     -- holds windows never waits for one that holds others.
