@@ -137,7 +137,14 @@ $$;
 -- one, inserted (ON CONFLICT DO NOTHING); a key whose window another claim in flight
 -- inserted first (the insert waited for that claim) is granted nothing by this claim
 -- rather than locked out of order: its jobs wait for the next.
-create or replace function pgrun.key_rate_take(q pgrun.queues, at timestamptz, keys text[], wants integer[])
+--
+-- A claim may count more than once (a look at the front that came back short, then
+-- another; a walk of the keys after): only its first count waits (first), so that the
+-- order holds across a claim's counts too. A later one passes over a window another
+-- claim holds (SKIP LOCKED), and over a key another claim is opening a window for:
+-- those keys are granted nothing by this claim.
+create or replace function pgrun.key_rate_take(q pgrun.queues, at timestamptz, keys text[], wants integer[],
+                                               first boolean)
 returns table (key text, granted integer)
 language plpgsql
 volatile
@@ -155,14 +162,26 @@ declare
   v_grants integer[];
   v_new    text[];
 begin
-  select coalesce(array_agg(u.k order by u.o), '{}'), coalesce(array_agg(w.ctid order by u.o), '{}'),
-         coalesce(array_agg(least(u.n, greatest(q.key_rate_limit
-                                                - case when w.window_start + v_period > at then w.count else 0 end, 0))
-                            order by u.o), '{}')
-  into v_got, v_tids, v_grants
-  from unnest(keys, wants) with ordinality u(k, n, o)
-  cross join lateral (select w.ctid, w.window_start, w.count from pgrun.key_rate_windows w
-                      where w.queue = q.name and w.key = u.k for update) w;
+  if first then
+    select coalesce(array_agg(u.k order by u.o), '{}'), coalesce(array_agg(w.ctid order by u.o), '{}'),
+           coalesce(array_agg(least(u.n, greatest(q.key_rate_limit
+                                                  - case when w.window_start + v_period > at then w.count else 0 end, 0))
+                              order by u.o), '{}')
+    into v_got, v_tids, v_grants
+    from unnest(keys, wants) with ordinality u(k, n, o)
+    cross join lateral (select w.ctid, w.window_start, w.count from pgrun.key_rate_windows w
+                        where w.queue = q.name and w.key = u.k for update) w;
+  else
+    -- As above, passing over the windows another claim holds (the clause differs only).
+    select coalesce(array_agg(u.k order by u.o), '{}'), coalesce(array_agg(w.ctid order by u.o), '{}'),
+           coalesce(array_agg(least(u.n, greatest(q.key_rate_limit
+                                                  - case when w.window_start + v_period > at then w.count else 0 end, 0))
+                              order by u.o), '{}')
+    into v_got, v_tids, v_grants
+    from unnest(keys, wants) with ordinality u(k, n, o)
+    cross join lateral (select w.ctid, w.window_start, w.count from pgrun.key_rate_windows w
+                        where w.queue = q.name and w.key = u.k for update skip locked) w;
+  end if;
   update pgrun.key_rate_windows w
   set window_start = case when w.window_start + v_period > at then w.window_start else at end,
       count = case when w.window_start + v_period > at then w.count else 0 end + g.n
@@ -173,12 +192,27 @@ begin
   if cardinality(v_got) = cardinality(keys) then
     return;
   end if;
-  -- The keys without one: a window each, opened at at with the key's grant.
+  -- The keys without one: a window each, opened at at with the key's grant. An insert
+  -- of a key another claim is inserting waits for that claim, so every insert first
+  -- takes the key's advisory lock (classid 1886418292, 'pgru'; objid the hash of queue
+  -- and key, a collision only makes two keys share it): a first count waits for it, in
+  -- key order; a later one takes only those it gets at once (pg_try_advisory_xact_lock)
+  -- and grants nothing for the rest, so it never waits. (A window another claim holds,
+  -- passed over above, exists: its insert finds it and does nothing.)
+  if first then
+    perform pg_advisory_xact_lock(1886418292, hashtext(q.name || chr(1) || u.k))
+    from unnest(keys) with ordinality u(k, o) where not (u.k = any (v_got)) order by u.o;
+    v_new := array(select u.k from unnest(keys) u(k) where not (u.k = any (v_got)));
+  else
+    v_new := array(select u.k from unnest(keys) with ordinality u(k, o)
+                   where not (u.k = any (v_got)) and pg_try_advisory_xact_lock(1886418292, hashtext(q.name || chr(1) || u.k))
+                   order by u.o);
+  end if;
   with ins as (
     insert into pgrun.key_rate_windows as w (queue, key, window_start, count)
     select q.name, u.k, at, least(u.n, q.key_rate_limit)
     from unnest(keys, wants) with ordinality u(k, n, o)
-    where not (u.k = any (v_got))
+    where u.k = any (v_new)
     order by u.o
     on conflict on constraint key_rate_windows_pkey do nothing -- (queue, key): key is this function's column
     returning w.key

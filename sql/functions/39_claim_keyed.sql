@@ -225,7 +225,7 @@ begin
       into v_wkeys, v_wants
       from (select p_cks[o] as ck, count(*)::integer as n from unnest(v_cand) o where p_cks[o] is not null group by 1) t;
       select coalesce(jsonb_object_agg(t.key, t.granted), '{}') into v_wcounts
-      from pgrun.key_rate_take(q, at, v_wkeys, v_wants) t;
+      from pgrun.key_rate_take(q, at, v_wkeys, v_wants, first => v_looked = 0) t;
       -- Kept: every candidate but those past their key's grant, in the look's order.
       if v_wcounts = '{}' then
         v_kept := v_cand;
@@ -579,7 +579,7 @@ begin
       from (select c.ck, count(*)::integer as n from unnest(v_cks[v_counted + 1:]) c(ck) where c.ck is not null
             group by c.ck) c;
       select coalesce(jsonb_object_agg(t.key, t.granted), '{}') into v_wcounts
-      from pgrun.key_rate_take(q, at, v_wkeys, v_wants) t;
+      from pgrun.key_rate_take(q, at, v_wkeys, v_wants, first => v_looked = 0) t;
       if v_wcounts <> '{}' then
         select coalesce(array_agg(c.id order by c.o), '{}'), coalesce(array_agg(c.ck order by c.o), '{}')
         into v_ids, v_cks
