@@ -118,7 +118,7 @@ func TestSequenceHandoffOnlyWhereAClaimWouldGiveTheJobToThatWorker(t *testing.T)
 	}{
 		{name: "max_running", setup: []string{`select pgrun.set_queue('sq', max_running => 5)`}, kind: "work", want: "queued"},
 		{name: "fairness", setup: []string{`select pgrun.set_queue('sq', fair_by => 'tenant')`}, kind: "work", want: "queued"},
-		// Its claims run at once, but each counts its jobs in their keys' windows.
+		// Its claims count their jobs in their keys' windows.
 		{name: "per-key rate", setup: []string{`select pgrun.set_queue('sq', key_rate_limit => 100)`}, kind: "work", want: "queued"},
 		{name: "another kind", kind: "other", want: "queued"},
 		{name: "not due", kind: "work", later: true, want: "queued"},

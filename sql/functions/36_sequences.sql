@@ -227,9 +227,9 @@ begin
          or not exists (select 1 from pgrun.sequence_holds d
                         where d.queue = s.q and d.sequence_key = s.k and d.tenant is not distinct from s.t));
   -- The handoff: the queues' and the operator's rules once per queue (a queue whose
-  -- claims weigh every job, claim_exclusive or key_rate_limit, or take turns, fair_by),
-  -- then one claim per queue (claim_locked, as claim_jobs claims, of jobs still
-  -- pending): one, unless the batch spans queues.
+  -- claims weigh every job, claim_exclusive, or take turns, fair_by), then one claim
+  -- per queue (claim_locked, as claim_jobs claims, of jobs still pending): one, unless
+  -- the batch spans queues.
   if v_cand is not null and hand_worker is not null then
     v_stop := array(select c.queue from pgrun.workers w join pgrun.worker_control c on c.host = w.host
                     where w.id = hand_worker and c.mode <> 'on');
@@ -238,8 +238,7 @@ begin
              array(select u.id from unnest(v_cand, v_candq) u(id, queue) where u.queue = g.queue) as ids
       from (select distinct u.queue from unnest(v_candq) u(queue)) g
       left join pgrun.queues q on q.name = g.queue
-      where not coalesce(q.paused or pgrun.claim_exclusive(q) or q.key_rate_limit is not null or q.fair_by is not null,
-                         false)
+      where not coalesce(q.paused or pgrun.claim_exclusive(q) or q.fair_by is not null, false)
         and not (g.queue = any (v_stop) or '*' = any (v_stop))
     loop
       select array_agg(c.id) into v_got from pgrun.claim_locked(l.ids, hand_worker, v_now, l.lease, 'pending') c;

@@ -6,29 +6,23 @@
 -- documents the rules; these files say how the claim keeps them without reading the
 -- backlog.
 --
--- A claim of a queue with a limit that counts running jobs (concurrency_limit per key;
--- max_running for the queue), a queue rate (rate_limit) or aging holds the queue's row
--- lock (claim_jobs takes it, claim_exclusive says when), so those claims run one at a
--- time: the queue's window and the counts of running jobs per key are exact across
--- runners. A claim of a queue with fairness or per-key rates alone does not: its reads
--- of the jobs lock each one they find (FOR UPDATE SKIP LOCKED), so two claims in
--- flight at once never take one job and the second looks past the first's; they share
--- the queue's cursor as a hint, written by whichever claim holds its row (see
--- claim_keyed); and a per-key rate is kept exact by the windows' own row locks
--- (key_rate_take). The jobs chosen are claimed by claim_locked (those a read found
--- without locking are locked first, FOR UPDATE SKIP LOCKED: a job locked by something
--- else, a cancel, is left for a later claim).
+-- A claim of a queue with a limit (per key or for the whole queue) or aging holds the
+-- queue's row lock (claim_jobs takes it, claim_exclusive says when), so those claims
+-- run one at a time: the per-key windows, the queue's window and the counts of running
+-- jobs per key are exact across runners. A claim of a queue with fairness alone does
+-- not: its walk locks each job it finds (FOR UPDATE SKIP LOCKED), so two claims in
+-- flight at once never take one job and the second takes each key's next job; they
+-- share the fairness cursor as a hint, written by whichever claim holds its row (see
+-- claim_keyed). The jobs chosen are then locked FOR UPDATE SKIP LOCKED (a job locked
+-- by something else, a cancel, is left for a later claim) and claimed by claim_locked.
 
 -- claim_exclusive says whether the claims of queue q run one at a time under its row
--- lock: when it has a limit whose use no row of its own holds, which each claim must
--- see every other's use of (concurrency_limit, max_running: the running jobs; the
--- queue's rate_limit: its one window, in the queue's row), or aging (whose claims read
--- the queue's front in one order: two at once would pick the same jobs). A queue with
--- fairness, per-key rates (each key's window is a row of key_rate_windows, which
--- key_rate_take locks) or none of these claims concurrently. Under the lock, a fair
--- queue's claims ran one at a time and the work of each claim's UPDATE waited behind
--- the one before: on two cores, 0.58 of the plain queue's rate; a per-key rate's
--- 0.58-0.63 (2026-11-28).
+-- lock: when it has a limit, which each claim must see every other's use of (per key:
+-- concurrency_limit, key_rate_limit; for the queue: max_running, rate_limit), or aging
+-- (whose claims read the queue's front in one order: two at once would pick the same
+-- jobs). A queue with fairness alone, or with none of these, claims concurrently. Under
+-- the lock, a fair queue's claims ran one at a time and the work of each claim's
+-- UPDATE waited behind the one before: on two cores, 0.58 of the plain queue's rate.
 create or replace function pgrun.claim_exclusive(q pgrun.queues)
 returns boolean
 language plpgsql
@@ -37,7 +31,7 @@ set search_path = pgrun, pg_catalog
 as $$
 begin
   return q.max_running is not null or q.rate_limit is not null or q.concurrency_limit is not null
-      or q.priority_aging is not null;
+      or q.key_rate_limit is not null or q.priority_aging is not null;
 end;
 $$;
 
@@ -122,109 +116,6 @@ begin
 end;
 $$;
 
--- key_rate_take counts wants[i] claims of key keys[i] (distinct, in key order) into
--- queue q's per-key rate windows at at, as far as each key's window has room, and
--- returns the keys granted less than their want, with what each was granted: the
--- claim keeps that many of the key's jobs, in its order, and leaves the rest queued.
--- For claims that run at once (claim_keyed, when claim_exclusive does not hold them
--- one at a time): a key's window row is the lock on its count. The windows are
--- locked in key order (a lateral probe of the primary key a key: no plan can read them
--- in another order, or read the queue's every window), so two claims wait for each
--- other on their common keys in one order, never in a cycle; the second reads the
--- count the first committed (a locking read returns the row's newest version) and
--- takes what room is left. Each window is then written once, by its row address (the
--- row is locked: its address is its newest version's). A key without a window gets
--- one, inserted (ON CONFLICT DO NOTHING); a key whose window another claim in flight
--- inserted first (the insert waited for that claim) is granted nothing by this claim
--- rather than locked out of order: its jobs wait for the next.
---
--- A claim may count more than once (a look at the front that came back short, then
--- another; a walk of the keys after): only its first count waits (first), so that the
--- order holds across a claim's counts too. A later one passes over a window another
--- claim holds (SKIP LOCKED), and over a key another claim is opening a window for:
--- those keys are granted nothing by this claim.
-create or replace function pgrun.key_rate_take(q pgrun.queues, at timestamptz, keys text[], wants integer[],
-                                               first boolean)
-returns table (key text, granted integer)
-language plpgsql
-volatile
-set search_path = pgrun, pg_catalog
-set plan_cache_mode = force_generic_plan
-set enable_seqscan = off
-set enable_bitmapscan = off
-set jit = off
-as $$
-#variable_conflict use_variable
-declare
-  v_period constant interval := pgrun.rate_period(q.key_rate_period);
-  v_got    text[];
-  v_tids   tid[];
-  v_grants integer[];
-  v_new    text[];
-begin
-  if first then
-    select coalesce(array_agg(u.k order by u.o), '{}'), coalesce(array_agg(w.ctid order by u.o), '{}'),
-           coalesce(array_agg(least(u.n, greatest(q.key_rate_limit
-                                                  - case when w.window_start + v_period > at then w.count else 0 end, 0))
-                              order by u.o), '{}')
-    into v_got, v_tids, v_grants
-    from unnest(keys, wants) with ordinality u(k, n, o)
-    cross join lateral (select w.ctid, w.window_start, w.count from pgrun.key_rate_windows w
-                        where w.queue = q.name and w.key = u.k for update) w;
-  else
-    -- As above, passing over the windows another claim holds (the clause differs only).
-    select coalesce(array_agg(u.k order by u.o), '{}'), coalesce(array_agg(w.ctid order by u.o), '{}'),
-           coalesce(array_agg(least(u.n, greatest(q.key_rate_limit
-                                                  - case when w.window_start + v_period > at then w.count else 0 end, 0))
-                              order by u.o), '{}')
-    into v_got, v_tids, v_grants
-    from unnest(keys, wants) with ordinality u(k, n, o)
-    cross join lateral (select w.ctid, w.window_start, w.count from pgrun.key_rate_windows w
-                        where w.queue = q.name and w.key = u.k for update skip locked) w;
-  end if;
-  update pgrun.key_rate_windows w
-  set window_start = case when w.window_start + v_period > at then w.window_start else at end,
-      count = case when w.window_start + v_period > at then w.count else 0 end + g.n
-  from unnest(v_tids, v_grants) g(tid, n)
-  where w.ctid = g.tid and g.n > 0;
-  return query
-  select g.k, g.n from unnest(v_got, v_grants) g(k, n) join unnest(keys, wants) u(k, n) on u.k = g.k where g.n < u.n;
-  if cardinality(v_got) = cardinality(keys) then
-    return;
-  end if;
-  -- The keys without one: a window each, opened at at with the key's grant. An insert
-  -- of a key another claim is inserting waits for that claim, so every insert first
-  -- takes the key's advisory lock (classid 1886418292, 'pgru'; objid the hash of queue
-  -- and key, a collision only makes two keys share it): a first count waits for it, in
-  -- key order; a later one takes only those it gets at once (pg_try_advisory_xact_lock)
-  -- and grants nothing for the rest, so it never waits. (A window another claim holds,
-  -- passed over above, exists: its insert finds it and does nothing.)
-  if first then
-    perform pg_advisory_xact_lock(1886418292, hashtext(q.name || chr(1) || u.k))
-    from unnest(keys) with ordinality u(k, o) where not (u.k = any (v_got)) order by u.o;
-    v_new := array(select u.k from unnest(keys) u(k) where not (u.k = any (v_got)));
-  else
-    v_new := array(select u.k from unnest(keys) with ordinality u(k, o)
-                   where not (u.k = any (v_got)) and pg_try_advisory_xact_lock(1886418292, hashtext(q.name || chr(1) || u.k))
-                   order by u.o);
-  end if;
-  with ins as (
-    insert into pgrun.key_rate_windows as w (queue, key, window_start, count)
-    select q.name, u.k, at, least(u.n, q.key_rate_limit)
-    from unnest(keys, wants) with ordinality u(k, n, o)
-    where u.k = any (v_new)
-    order by u.o
-    on conflict on constraint key_rate_windows_pkey do nothing -- (queue, key): key is this function's column
-    returning w.key
-  )
-  select coalesce(array_agg(ins.key), '{}') into v_new from ins;
-  return query
-  select u.k, case when u.k = any (v_new) then least(u.n, q.key_rate_limit) else 0 end
-  from unnest(keys, wants) u(k, n)
-  where not (u.k = any (v_got)) and (not (u.k = any (v_new)) or q.key_rate_limit < u.n);
-end;
-$$;
-
 -- claim_front returns the first look due jobs of queue a worker may take, in the order
 -- the queue claims them: priority, run_at, id, or with aging (NULL: none) by
 -- effective priority, where levels are the queue's priorities (claim_levels) and each
@@ -234,13 +125,7 @@ $$;
 -- jobs this claim already chose. Without aging, from_priority, from_run_at and from_id
 -- (the queue's front, claim_keyed says which; NULL: the queue's start) make it start
 -- after that position of the queue's order, one index range either way (priorities
--- are never below 0, so the start is the position (-1, -infinity, 0)). With lock (and
--- without aging), the jobs are locked as they are read, FOR UPDATE SKIP LOCKED, and
--- those another claim in flight holds are passed over: the look of a claim that runs
--- beside others (a per-key rate alone) is of jobs it can take. The lock is kept to the
--- end of the transaction, also for the jobs it then leaves; the other looks (a queue's
--- claims one at a time; the keyless turn of a fair claim, which takes one job of
--- hundreds) lock only what they chose (claim_keyed).
+-- are never below 0, so the start is the position (-1, -infinity, 0)).
 create or replace function pgrun.claim_front(
   queue         text,
   at            timestamptz,
@@ -256,12 +141,11 @@ create or replace function pgrun.claim_front(
   exclude       bigint[],
   from_priority smallint default null,
   from_run_at   timestamptz default null,
-  from_id       bigint default null,
-  lock          boolean default false
+  from_id       bigint default null
 )
 returns table (rk bigint, id bigint, concurrency_key text, tenant_key text, priority smallint, run_at timestamptz)
 language plpgsql
-volatile
+stable
 set search_path = pgrun, pg_catalog
 set plan_cache_mode = force_generic_plan
 set enable_seqscan = off
@@ -270,24 +154,7 @@ set jit = off
 as $$
 #variable_conflict use_variable
 begin
-  if levels is null and lock then
-    -- As below, locking (the two differ in that clause only).
-    return query
-    select row_number() over (order by c.priority, c.run_at, c.id), c.id, c.concurrency_key, c.tenant,
-           c.priority, c.run_at
-    from (select c.id, c.concurrency_key, c.tenant, c.priority, c.run_at from pgrun.jobs c
-          where c.queue = claim_front.queue and c.status = 'queued' and c.run_at <= at
-            and (c.priority, c.run_at, c.id) > (coalesce(from_priority, -1), coalesce(from_run_at, '-infinity'),
-                                                coalesce(from_id, 0))
-            and (kinds is null or c.kind = any (kinds))
-            and (claim_front.tenant is null or c.tenant = claim_front.tenant)
-            and (c.model is null or pgrun.may_take_cold(c.model, c.model_required, c.run_at, models, servable,
-                                                        elsewhere, at, warm_wait))
-            and c.id <> all (exclude)
-          order by c.priority, c.run_at, c.id
-          limit look
-          for update skip locked) c;
-  elsif levels is null then
+  if levels is null then
     return query
     select row_number() over (order by c.priority, c.run_at, c.id), c.id, c.concurrency_key, c.tenant,
            c.priority, c.run_at

@@ -148,18 +148,7 @@ declare
   v_pruned_at  timestamptz;
   v_prune      boolean := false;
   v_wkeys      text[];            -- per-key rate: the claim's keys, and each one's count
-  v_wcounts    jsonb;             -- (claims at once: the keys granted less than they wanted, and what)
-  v_wants      integer[];
-  v_pp         smallint;          -- claims at once: where the next look at the front starts,
-  v_pr         timestamptz;
-  v_pi         bigint;
-  v_cand       integer[];         -- a look's candidates and the ones it kept (places in it),
-  v_kept       integer[];
-  v_upto       integer;           -- how many from its start it kept,
-  v_fullkeys   text[] := '{}';    -- the keys found full,
-  v_stopped    boolean := false;  -- whether an earlier look passed one over (the front stays),
-  v_looked     integer := 0;      -- how many jobs the looks read,
-  v_counted    integer := 0;      -- and how many of the chosen they counted into their windows
+  v_wcounts    jsonb;
   v_wtids      tid[];
   v_lkeys      text[] := '{}';    -- per-key rate: keys whose window's row key_limits read,
   v_ltids      tid[] := '{}';     -- and the row (NULL: the key has no window)
@@ -195,68 +184,7 @@ begin
     -- Aging alone: the queue's order by effective priority.
     v_ids := array(select f.id from pgrun.claim_front(q.name, at, n, v_levels, q.priority_aging, kinds, tenant, models,
                                                       servable, v_else, warm_wait, '{}') f order by f.rk);
-  elsif v_by is null and not v_exclusive then
-    -- A per-key rate alone, whose claims run at once: the queue's order, each look as
-    -- long as the claim is still short, locking the jobs it reads (claim_front's lock:
-    -- those a claim beside this one holds are passed over) and starting where the last
-    -- ended, up to front_look in all. (A first look past the claim's size, as below,
-    -- would hold jobs it leaves, which a claim beside it could then not take: the whole
-    -- of a small queue.) The look's jobs are counted into their keys' windows at once
-    -- (key_rate_take, which locks them: exact), with no look at the windows before: a
-    -- key granted less than its jobs is full, its jobs past the grant stay queued and
-    -- the next looks pass over the key; a look that came back short for that makes the
-    -- next twice as long. The front moves past the jobs taken from its start on, up to
-    -- the first passed over, as below.
-    v_pp := v_fp; v_pr := v_fr; v_pi := v_fi;
-    loop
-      v_want := n - cardinality(v_ids);
-      v_look := least(v_want * v_mult, front_look - v_looked);
-      select coalesce(array_agg(f.id order by f.rk), '{}'), coalesce(array_agg(f.concurrency_key order by f.rk), '{}'),
-             coalesce(array_agg(f.priority order by f.rk), '{}'), coalesce(array_agg(f.run_at order by f.rk), '{}')
-      into p_ids, p_cks, c_pri, c_run
-      from pgrun.claim_front(q.name, at, v_look, null, null, kinds, tenant, models, servable,
-                             v_else, warm_wait, '{}', v_pp, v_pr, v_pi, lock => true) f;
-      v_seen := cardinality(p_ids);
-      exit when v_seen = 0;
-      -- The candidates: the first v_want of the look whose key is not known to be full.
-      v_cand := array(select u.o from unnest(p_cks) with ordinality u(ck, o)
-                      where u.ck is null or not (u.ck = any (v_fullkeys)) order by u.o limit v_want);
-      select coalesce(array_agg(t.ck order by t.ck), '{}'), coalesce(array_agg(t.n order by t.ck), '{}')
-      into v_wkeys, v_wants
-      from (select p_cks[o] as ck, count(*)::integer as n from unnest(v_cand) o where p_cks[o] is not null group by 1) t;
-      select coalesce(jsonb_object_agg(t.key, t.granted), '{}') into v_wcounts
-      from pgrun.key_rate_take(q, at, v_wkeys, v_wants, first => v_looked = 0) t;
-      -- Kept: every candidate but those past their key's grant, in the look's order.
-      if v_wcounts = '{}' then
-        v_kept := v_cand;
-      else
-        v_kept := array(select c.o from (select o, p_cks[o] as ck, row_number() over (partition by p_cks[o] order by o) as rn
-                                         from unnest(v_cand) o) c
-                        where c.ck is null or not (v_wcounts ? c.ck) or c.rn <= (v_wcounts ->> c.ck)::integer
-                        order by c.o);
-        v_fullkeys := v_fullkeys || array(select jsonb_object_keys(v_wcounts));
-      end if;
-      v_ids := v_ids || array(select p_ids[o] from unnest(v_kept) with ordinality u(o, i) order by u.i);
-      v_cks := v_cks || array(select p_cks[o] from unnest(v_kept) with ordinality u(o, i) order by u.i);
-      -- The front: past the jobs kept from the look's start on (kept[i] = i), up to the
-      -- first that was not.
-      v_upto := (select count(*) from unnest(v_kept) with ordinality u(o, i) where u.o = u.i);
-      if not v_stopped and v_upto > 0 then
-        v_np := c_pri[v_upto]; v_nr := c_run[v_upto]; v_ni := p_ids[v_upto];
-      end if;
-      v_stopped := v_stopped or v_upto < v_seen;
-      v_pp := c_pri[v_seen]; v_pr := c_run[v_seen]; v_pi := p_ids[v_seen];
-      v_looked := v_looked + v_seen;
-      exit when cardinality(v_ids) >= n or v_seen < v_look or v_looked >= front_look;
-      -- Keys without room held it short: the next look is twice as long (a claim of one
-      -- job behind a thousand of a full key would otherwise look a thousand times).
-      v_mult := least(2 * v_mult, 1024);
-    end loop;
-    v_mult := 1;
-    v_counted := cardinality(v_ids);
-  end if;
-  if v_by is null and v_limited then
-    if v_exclusive then
+  elsif v_by is null then
     -- The queue's order, passing over keys without room: a look a little past the
     -- claim's size (keys with room take it all), four times further while it comes
     -- back short, up to front_look.
@@ -287,7 +215,6 @@ begin
       exit when cardinality(v_ids) >= n or v_seen < v_look or v_look >= front_look;
       v_look := least(4 * v_look, front_look);
     end loop;
-    end if;
     if v_ni is null then
       -- Nothing taken from the front's start: it stays (at the start, after a sweep).
       v_np := v_fp; v_nr := v_fr; v_ni := v_fi;
@@ -330,7 +257,7 @@ begin
       from (select c.* from unnest(c_ids, c_cks, c_rks, c_pri, c_run) c(id, ck, e, p, r)
             order by c.e, c.p, c.r, c.id limit v_left) x;
     end if;
-  elsif v_by is not null then
+  else
     -- Fair. The first round: one job per key, walking from the cursor.
     v_after := coalesce(v_start, '');
     loop
@@ -511,9 +438,8 @@ begin
   if v_cursor is distinct from v_start or v_moved or v_prune or v_ni is distinct from v_fi
      or v_next_kl is distinct from v_keyless_at then
     if not v_exclusive then
-      -- Fairness or per-key rates alone (claim_exclusive): claims run at once, and the
-      -- cursor is a hint they share, with the times of the last sweep and prune (a
-      -- claim that did not write them leaves them to the next). A claim writes it only
+      -- Fairness alone (claim_exclusive): claims run at once, and the cursor is a hint
+      -- they share (the sweep and prune times are not theirs). A claim writes it only
       -- if no other claim in flight holds its row (which it holds to its commit, its
       -- UPDATE of the jobs included): waiting for that would make the claims run one
       -- at a time again. A claim that began with the same cursor as one in flight
@@ -521,14 +447,12 @@ begin
       -- two jobs a turn while two claims overlap.
       if v_cursor_row then
         update pgrun.fair_cursors c
-        set key = v_cursor, front_priority = v_np, front_run_at = v_nr, front_id = v_ni, keyless_at = v_next_kl,
-            front_swept_at = v_swept_at, pruned_at = v_pruned_at
+        set key = v_cursor, front_priority = v_np, front_run_at = v_nr, front_id = v_ni, keyless_at = v_next_kl
         where c.queue = q.name
           and c.queue in (select x.queue from pgrun.fair_cursors x where x.queue = q.name for update skip locked);
       else
-        insert into pgrun.fair_cursors (queue, key, front_priority, front_run_at, front_id, front_swept_at,
-                                        keyless_at, pruned_at)
-        values (q.name, v_cursor, v_np, v_nr, v_ni, v_swept_at, v_next_kl, v_pruned_at)
+        insert into pgrun.fair_cursors (queue, key, front_priority, front_run_at, front_id, keyless_at)
+        values (q.name, v_cursor, v_np, v_nr, v_ni, v_next_kl)
         on conflict (queue) do nothing;
       end if;
     else
@@ -553,54 +477,17 @@ begin
   -- checked on the row's newest version), but for the jobs of the keyless turn
   -- (claim_front, which does not lock; their fair key is NULL): without those, the lock
   -- would read again rows this claim holds already (0.3 ms a claim of 250), and it is
-  -- skipped. So is it for a per-key rate alone (not v_exclusive): its looks at the front
-  -- locked what they read (claim_front's lock), as the walk of the keys does. The claim
-  -- order rides along with each id into the lock: locked by
+  -- skipped. The claim order rides along with each id into the lock: locked by
   -- "id = any" and joined back to the order after, the generic plan compared every
   -- pair (360,000 for a claim of 600, 3 ms).
-  if (v_by is null and v_exclusive) or q.priority_aging is not null or array_position(v_fks, null) is not null then
+  if v_by is null or q.priority_aging is not null or array_position(v_fks, null) is not null then
     select coalesce(array_agg(c.id order by c.o), '{}'), coalesce(array_agg(c.concurrency_key order by c.o), '{}')
     into v_ids, v_cks
     from (select c.id, c.concurrency_key, c.status, u.o from unnest(v_ids) with ordinality u(id, o)
           join pgrun.jobs c on c.id = u.id offset 0 for update of c skip locked) c
     where c.status = 'queued';
   end if;
-  if q.key_rate_limit is not null and not v_exclusive then
-    if v_counted < cardinality(v_ids) then
-      -- Claims that run at once: each key's window row is the lock on its count
-      -- (key_rate_take); a key keeps as many of its jobs, in claim order, as it was
-      -- granted. The jobs the looks at the front counted are counted (v_counted, the
-      -- first of v_ids); a fair walk's or a walk of the keys with room's are not. A
-      -- claim beside this one may have counted into the windows since key_limits read
-      -- them: then a key gets less than its look said, and its jobs left over stay
-      -- queued (locked by this claim to its commit).
-      select coalesce(array_agg(c.ck order by c.ck), '{}'), coalesce(array_agg(c.n order by c.ck), '{}')
-      into v_wkeys, v_wants
-      from (select c.ck, count(*)::integer as n from unnest(v_cks[v_counted + 1:]) c(ck) where c.ck is not null
-            group by c.ck) c;
-      select coalesce(jsonb_object_agg(t.key, t.granted), '{}') into v_wcounts
-      from pgrun.key_rate_take(q, at, v_wkeys, v_wants, first => v_looked = 0) t;
-      if v_wcounts <> '{}' then
-        select coalesce(array_agg(c.id order by c.o), '{}'), coalesce(array_agg(c.ck order by c.o), '{}')
-        into v_ids, v_cks
-        from (select c.id, c.ck, c.o, row_number() over (partition by c.ck order by c.o) as rn
-              from unnest(v_ids, v_cks) with ordinality c(id, ck, o)) c
-        where c.o <= v_counted or not (v_wcounts ? c.ck)
-           or c.rn - (select count(*) from unnest(v_cks[1:v_counted]) d(ck) where d.ck = c.ck) <= (v_wcounts ->> c.ck)::integer;
-      end if;
-    end if;
-    -- The prune (below), last: it waits for no window (SKIP LOCKED), so a claim that
-    -- holds windows never waits for one that holds others.
-    if v_prune then
-      delete from pgrun.key_rate_windows w
-      where (w.queue, w.key) in (select x.queue, x.key from pgrun.key_rate_windows x
-                                 where x.queue = q.name
-                                   and x.window_start <= at - pgrun.rate_period(q.key_rate_period) - interval '1 minute'
-                                   and x.window_start > '-infinity' -- key_rate_windows_start_idx's predicate (0029)
-                                 order by x.window_start limit 1000
-                                 for update skip locked);
-    end if;
-  elsif q.key_rate_limit is not null then
+  if q.key_rate_limit is not null then
     -- Windows of keys gone quiet (ended a minute ago or more), oldest first, 1,000 at
     -- most, by one claim a second (v_prune). A window that ended more recently stays:
     -- its key's next claim resets it in place (a HOT update of a half-full page).

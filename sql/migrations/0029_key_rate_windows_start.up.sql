@@ -15,11 +15,3 @@
 drop index pgrun.key_rate_windows_start_idx;
 create index key_rate_windows_start_idx on pgrun.key_rate_windows (queue, window_start)
   where window_start > '-infinity';
-
-
--- The claims of a queue with per-key rates alone now run at once, and find the row of
--- their shared cursor made (set_queue makes it): two first claims that each inserted
--- it would wait on one another.
-insert into pgrun.fair_cursors (queue)
-select q.name from pgrun.queues q where q.key_rate_limit is not null
-on conflict (queue) do nothing;
