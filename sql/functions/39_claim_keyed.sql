@@ -479,7 +479,7 @@ begin
   -- would read again rows this claim holds already (0.3 ms a claim of 250), and it is
   -- skipped. The claim order rides along with each id into the lock: locked by
   -- "id = any" and joined back to the order after, the generic plan compared every
-  -- pair (360,000 for a claim of 600, 3 ms).
+  -- pair (360,000 for a claim of 600).
   if v_by is null or q.priority_aging is not null or array_position(v_fks, null) is not null then
     select coalesce(array_agg(c.id order by c.o), '{}'), coalesce(array_agg(c.concurrency_key order by c.o), '{}')
     into v_ids, v_cks
