@@ -99,14 +99,27 @@ set jit = off
 as $$
 #variable_conflict use_variable
 begin
+  if q.concurrency_limit is null then
+    -- A per-key rate alone: no count of running jobs, whose join (empty, but joined
+    -- all the same) cost a third of this function (0.8 ms for 616 keys).
+    return query
+    select k.k, case when q.key_rate_limit is not null then greatest(q.key_rate_limit - coalesce(w.count, 0), 0) end,
+           w.ctid
+    from (select distinct u.k from unnest(keys) u(k) where u.k is not null) k
+    left join lateral (
+      select w.ctid, case when w.window_start + pgrun.rate_period(q.key_rate_period) > at then w.count end as count
+      from pgrun.key_rate_windows w
+      where q.key_rate_limit is not null and w.queue = q.name and w.key = k.k
+      limit 1) w on true;
+    return;
+  end if;
   return query
-  select k.k, case when q.concurrency_limit is not null or q.key_rate_limit is not null
-                   then greatest(least(q.concurrency_limit - coalesce(r.n, 0)::integer,
-                                       q.key_rate_limit - coalesce(w.count, 0)), 0) end,
+  select k.k, greatest(least(q.concurrency_limit - coalesce(r.n, 0)::integer,
+                             q.key_rate_limit - coalesce(w.count, 0)), 0),
          w.ctid
   from (select distinct u.k from unnest(keys) u(k) where u.k is not null) k
   left join (select j.concurrency_key, count(*) as n from pgrun.jobs j
-             where q.concurrency_limit is not null and j.status = 'running' and j.concurrency_key = any (keys)
+             where j.status = 'running' and j.concurrency_key = any (keys)
              group by j.concurrency_key) r on r.concurrency_key = k.k
   left join lateral (
     select w.ctid, case when w.window_start + pgrun.rate_period(q.key_rate_period) > at then w.count end as count
