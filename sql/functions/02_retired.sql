@@ -21,6 +21,9 @@ drop function if exists pgrun.may_take_cold(pgrun.jobs, text, text[], text[], ti
 -- takes the queue's front and returns each job's priority and run_at now)
 drop function if exists pgrun.claim_front(text, timestamptz, integer, smallint[], interval, text[], text, text[],
                                           text[], text[], interval, bigint[]); -- retired in version 9
+-- (it takes whether to lock the jobs it returns)
+drop function if exists pgrun.claim_front(text, timestamptz, integer, smallint[], interval, text[], text, text[],
+                                          text[], text[], interval, bigint[], smallint, timestamptz, bigint); -- retired in version 10
 -- (an internal helper of the claim and the queue views, never granted: key_limits,
 -- which also returns the row of each key's rate window, replaces it)
 drop function if exists pgrun.key_rooms(pgrun.queues, text[], timestamptz); -- retired in version 9

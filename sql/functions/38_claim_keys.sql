@@ -138,7 +138,10 @@ $$;
 -- jobs this claim already chose. Without aging, from_priority, from_run_at and from_id
 -- (the queue's front, claim_keyed says which; NULL: the queue's start) make it start
 -- after that position of the queue's order, one index range either way (priorities
--- are never below 0, so the start is the position (-1, -infinity, 0)).
+-- are never below 0, so the start is the position (-1, -infinity, 0)). With lock (and
+-- without aging), the jobs returned are locked as they are read (FOR UPDATE SKIP
+-- LOCKED: a job another transaction holds is passed over, one that left the queue
+-- since the snapshot is checked on its newest version).
 create or replace function pgrun.claim_front(
   queue         text,
   at            timestamptz,
@@ -154,11 +157,12 @@ create or replace function pgrun.claim_front(
   exclude       bigint[],
   from_priority smallint default null,
   from_run_at   timestamptz default null,
-  from_id       bigint default null
+  from_id       bigint default null,
+  lock          boolean default false
 )
 returns table (rk bigint, id bigint, concurrency_key text, tenant_key text, priority smallint, run_at timestamptz)
 language plpgsql
-stable
+volatile
 set search_path = pgrun, pg_catalog
 set plan_cache_mode = force_generic_plan
 set enable_seqscan = off
@@ -167,7 +171,25 @@ set jit = off
 as $$
 #variable_conflict use_variable
 begin
-  if levels is null then
+  if levels is null and lock then
+    -- The look that locks what it returns (the same statement as the next, FOR
+    -- UPDATE SKIP LOCKED): the claim takes its jobs from it without a second look up.
+    return query
+    select row_number() over (order by c.priority, c.run_at, c.id), c.id, c.concurrency_key, c.tenant,
+           c.priority, c.run_at
+    from (select c.id, c.concurrency_key, c.tenant, c.priority, c.run_at from pgrun.jobs c
+          where c.queue = claim_front.queue and c.status = 'queued' and c.run_at <= at
+            and (c.priority, c.run_at, c.id) > (coalesce(from_priority, -1), coalesce(from_run_at, '-infinity'),
+                                                coalesce(from_id, 0))
+            and (kinds is null or c.kind = any (kinds))
+            and (claim_front.tenant is null or c.tenant = claim_front.tenant)
+            and (c.model is null or pgrun.may_take_cold(c.model, c.model_required, c.run_at, models, servable,
+                                                        elsewhere, at, warm_wait))
+            and c.id <> all (exclude)
+          order by c.priority, c.run_at, c.id
+          limit look
+          for update skip locked) c;
+  elsif levels is null then
     return query
     select row_number() over (order by c.priority, c.run_at, c.id), c.id, c.concurrency_key, c.tenant,
            c.priority, c.run_at

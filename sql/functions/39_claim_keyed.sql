@@ -153,6 +153,7 @@ declare
   v_lkeys      text[] := '{}';    -- per-key rate: keys whose window's row key_limits read,
   v_ltids      tid[] := '{}';     -- and the row (NULL: the key has no window)
   v_wready     boolean := false;  -- per-key rate: v_wkeys, v_wcounts and v_wtids are the claim's
+  v_locked     boolean := false;  -- the jobs chosen were locked by the look that found them
   v_tight      jsonb;             -- per-key limits without fairness: keys with less room than the look's jobs
   a_ids        bigint[];          -- per-key limits without fairness: the look at the front, in order
   a_cks        text[];
@@ -195,13 +196,18 @@ begin
     -- claim's size (keys with room take it all), four times further while it comes
     -- back short, up to front_look.
     v_look := least(n + 16, front_look);
+    -- The first look locks what it reads (a claim of it needs no lock pass); a
+    -- further look does not (most of what it reads is passed over), nor one with
+    -- aging (which reads each priority level that far).
+    v_locked := v_levels is null;
     loop
       -- The look, as arrays in the queue's order.
       select coalesce(array_agg(f.id), '{}'), coalesce(array_agg(f.concurrency_key), '{}'),
              coalesce(array_agg(f.priority), '{}'), coalesce(array_agg(f.run_at), '{}')
       into a_ids, a_cks, a_pri, a_run
       from (select f.* from pgrun.claim_front(q.name, at, v_look, v_levels, q.priority_aging, kinds, tenant, models,
-                                               servable, v_else, warm_wait, '{}', v_fp, v_fr, v_fi) f order by f.rk) f;
+                                               servable, v_else, warm_wait, '{}', v_fp, v_fr, v_fi,
+                                               lock => v_locked) f order by f.rk) f;
       v_seen := cardinality(a_ids);
       -- Each key's room (key_limits), and the keys with less room than jobs in the look
       -- (v_tight, key to room). With none, which is the rule while no key is near its
@@ -247,6 +253,7 @@ begin
       end if;
       exit when cardinality(v_ids) >= n or v_seen < v_look or v_look >= front_look;
       v_look := least(4 * v_look, front_look);
+      v_locked := false;
     end loop;
     if v_ni is null then
       -- Nothing taken from the front's start: it stays (at the start, after a sweep).
@@ -256,6 +263,7 @@ begin
       -- The front is held by keys at their limit: walk the keys with room, and take
       -- the most urgent of what they have in the queue's order.
       v_wready := false;
+      v_locked := false;
       v_after := coalesce(v_start, '');
       c_ids := '{}'; c_cks := '{}'; c_rks := '{}'; c_pri := '{}'; c_run := '{}';
       v_left := n - cardinality(v_ids);
@@ -511,10 +519,11 @@ begin
   -- checked on the row's newest version), but for the jobs of the keyless turn
   -- (claim_front, which does not lock; their fair key is NULL): without those, the lock
   -- would read again rows this claim holds already (0.3 ms a claim of 250), and it is
-  -- skipped. The claim order rides along with each id into the lock: locked by
+  -- skipped; so it is when per-key limits took the jobs from their first look at the
+  -- front, which locked them (v_locked). The claim order rides along with each id into the lock: locked by
   -- "id = any" and joined back to the order after, the generic plan compared every
   -- pair (360,000 for a claim of 600).
-  if v_by is null or q.priority_aging is not null or array_position(v_fks, null) is not null then
+  if not v_locked and (v_by is null or q.priority_aging is not null or array_position(v_fks, null) is not null) then
     c_cks := v_cks;
     select coalesce(array_agg(c.id order by c.o), '{}'), coalesce(array_agg(c.concurrency_key order by c.o), '{}')
     into v_ids, v_cks
