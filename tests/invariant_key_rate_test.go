@@ -257,3 +257,62 @@ func TestKeyRateClaimsAtOnceNeverFailAndStayExact(t *testing.T) {
 	require.Equal(t, keys, countRowsTB(t, b, fmt.Sprintf(`select count(*) from pgrun.key_rate_windows where count = %d`, limit)))
 	require.Equal(t, keys*limit, countRowsTB(t, b, `select count(*) from pgrun.jobs where status = 'running'`))
 }
+
+// A queue with a per-key rate alone chooses and claims its jobs at once with other
+// claims, and counts them under the queue's lock (claim_optimistic, key_rate_take). A
+// claim that saw room another claim took before it counted is undone and made again
+// under the lock: here the second claim chose key k's second job while the first
+// claim (its window's count not yet committed) held the lock: it is undone (that job
+// stays as it was) and made again, and takes the first job that fits. (The first
+// claim's look locked the 16 jobs after its own, which the second passed over: the
+// key's second job comes after them.)
+func TestKeyRateClaimThatNoLongerFitsIsUndone(t *testing.T) {
+	b := testkit.Setup(t)
+	testkit.ExecAll(t, b, `select pgrun.set_queue('rated', key_rate_limit => 1, key_rate_period => '1 hour')`,
+		`insert into pgrun.jobs (kind, queue, concurrency_key, priority) values ('work', 'rated', 'k', 0)`,
+		`insert into pgrun.jobs (kind, queue, concurrency_key, priority)
+			select 'work', 'rated', 'f' || i, 1 from generate_series(1, 16) i`,
+		`insert into pgrun.jobs (kind, queue, concurrency_key, priority) values ('work', 'rated', 'k', 2)`)
+	first, err := b.Pool.Begin(b.Ctx)
+	require.NoError(t, err)
+	defer first.Rollback(b.Ctx) //nolint:errcheck
+	var firstID int64
+	require.NoError(t, first.QueryRow(b.Ctx, `select id from pgrun.claim_jobs('rated', 'w1', 1)`).Scan(&firstID))
+	var pid int
+	require.NoError(t, first.QueryRow(b.Ctx, `select pg_backend_pid()`).Scan(&pid))
+
+	got := make(chan []int64, 1)
+	go func() {
+		rows, err := b.Pool.Query(b.Ctx, `select id from pgrun.claim_jobs('rated', 'w2', 1)`)
+		if err == nil {
+			ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+			if err == nil {
+				got <- ids
+				return
+			}
+		}
+		t.Errorf("second claim: %v", err)
+		got <- nil
+	}()
+	// The second claim has claimed the other job and waits for the queue's lock.
+	testkit.Eventually(t, 10*time.Second, "the second claim waits for the first", func() bool {
+		return countRowsTB(t, b, fmt.Sprintf(`select count(*) from pg_stat_activity
+			where %d = any (pg_blocking_pids(pid))`, pid)) == 1
+	})
+	require.NoError(t, first.Commit(b.Ctx))
+	second := <-got
+	require.Len(t, second, 1, "made again under the lock, the second claim takes the first job that fits")
+	require.Equal(t, 1, countRowsTB(t, b, fmt.Sprintf(`select count(*) from pgrun.jobs where id = %d
+		and concurrency_key = 'f1' and status = 'running'`, second[0])), "a job of another key: k's window is full")
+
+	var status string
+	var attempt int
+	var claimedBy *string
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select status::text, attempt, claimed_by from pgrun.jobs
+		where concurrency_key = 'k' and id <> $1`, firstID).Scan(&status, &attempt, &claimedBy))
+	require.Equal(t, "queued", status)
+	require.Zero(t, attempt, "the undone claim left no attempt")
+	require.Nil(t, claimedBy)
+	require.Equal(t, 1, countRowsTB(t, b, `select count from pgrun.key_rate_windows where queue = 'rated' and key = 'k'`))
+	require.Equal(t, 2, countRowsTB(t, b, `select count(*) from pgrun.jobs where status = 'running'`))
+}

@@ -24,6 +24,10 @@ drop function if exists pgrun.claim_front(text, timestamptz, integer, smallint[]
 -- (it takes whether to lock the jobs it returns)
 drop function if exists pgrun.claim_front(text, timestamptz, integer, smallint[], interval, text[], text, text[],
                                           text[], text[], interval, bigint[], smallint, timestamptz, bigint); -- retired in version 10
+-- (an internal helper of claim_jobs, never granted: it takes whether the claim counts
+-- its jobs' rate windows itself or leaves that to key_rate_take)
+drop function if exists pgrun.claim_keyed(pgrun.queues, text, integer, interval, timestamptz, text[], text, text[],
+                                          text[], interval); -- retired in version 10
 -- (an internal helper of the claim and the queue views, never granted: key_limits,
 -- which also returns the row of each key's rate window, replaces it)
 drop function if exists pgrun.key_rooms(pgrun.queues, text[], timestamptz); -- retired in version 9

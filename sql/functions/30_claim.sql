@@ -166,6 +166,8 @@ declare
   v_top     smallint;
   v_tenant  text;
   v_keyed   boolean;
+  v_q       pgrun.queues;
+  v_rows    pgrun.jobs[];
 begin
   perform pgrun.check_queue_name(queue);
   perform pgrun.check_worker_id(worker); -- the format, required of every session
@@ -206,6 +208,30 @@ begin
 
   v_keyed := q.concurrency_limit is not null or q.fair_by is not null or q.key_rate_limit is not null
              or q.priority_aging is not null;
+  -- A per-key rate alone: the claim chooses and claims its jobs at once with other
+  -- claims, and takes the queue's row lock only to count them (37_key_rates.sql). Its
+  -- claims share the fairness cursor's row, which set_queue makes (a queue without it,
+  -- from before, claims under the lock once, which makes it).
+  if pgrun.claim_optimistic(q) and exists (select 1 from pgrun.fair_cursors c where c.queue = claim_jobs.queue) then
+    begin
+      v_ids := pgrun.claim_keyed(q, worker, v_left, lease, v_now, kinds, v_tenant, models, v_servable, v_wait,
+                                 optimistic => true);
+      if cardinality(v_ids) > 0 then
+        v_rows := array(select c from pgrun.claim_locked(v_ids, worker, v_now, lease) c);
+        -- Counted under the queue's lock, with the queue as it is now: a setting
+        -- changed since this claim read it, or jobs that no longer fit their windows,
+        -- undo the claim (this block's subtransaction) and make it again below.
+        select * into v_q from pgrun.queues x where x.name = claim_jobs.queue for update;
+        if v_q is distinct from q or not pgrun.key_rate_take(q, array(select r.concurrency_key from unnest(v_rows) r), v_now) then
+          raise exception 'the claim no longer fits its keys'' rate windows' using errcode = 'PR001';
+        end if;
+      end if;
+      return query select r.* from unnest(v_rows) r;
+      return;
+    exception when sqlstate 'PR001' then
+      v_rows := null;
+    end;
+  end if;
   -- A queue with a limit or aging: its claims run one at a time (claim_exclusive).
   if pgrun.claim_exclusive(q) then
     select * into q from pgrun.queues x where x.name = claim_jobs.queue for update;

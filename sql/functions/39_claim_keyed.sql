@@ -64,7 +64,8 @@ create or replace function pgrun.claim_keyed(
   tenant    text,
   models    text[],
   servable  text[],
-  warm_wait interval
+  warm_wait interval,
+  optimistic boolean default false
 )
 returns bigint[]
 language plpgsql
@@ -160,6 +161,7 @@ declare
   a_pri        smallint[];
   a_run        timestamptz[];
   v_exclusive  constant boolean := pgrun.claim_exclusive(q);
+  v_shared     constant boolean := pgrun.claim_optimistic(q); -- the cursor is shared (see its write)
   v_cursor_row boolean := false;  -- the queue has a row in fair_cursors
 begin
   if q.priority_aging is not null then
@@ -171,8 +173,8 @@ begin
     into v_start, v_fp, v_fr, v_fi, v_swept_at, v_keyless_at, v_pruned_at
     from pgrun.fair_cursors c where c.queue = q.name;
     v_cursor_row := found;
-    if q.key_rate_limit is not null and (v_pruned_at is null or at >= v_pruned_at + interval '1 second'
-                                         or at < v_pruned_at) then
+    if q.key_rate_limit is not null and not optimistic
+       and (v_pruned_at is null or at >= v_pruned_at + interval '1 second' or at < v_pruned_at) then
       v_prune := true;
       v_pruned_at := at;
     end if;
@@ -479,24 +481,27 @@ begin
 
   if v_cursor is distinct from v_start or v_moved or v_prune or v_ni is distinct from v_fi
      or v_next_kl is distinct from v_keyless_at then
-    if not v_exclusive then
+    if v_cursor_row and (not v_exclusive or v_shared) then
       -- Fairness alone (claim_exclusive): claims run at once, and the cursor is a hint
       -- they share (the sweep and prune times are not theirs). A claim writes it only
       -- if no other claim in flight holds its row (which it holds to its commit, its
       -- UPDATE of the jobs included): waiting for that would make the claims run one
       -- at a time again. A claim that began with the same cursor as one in flight
       -- served the same keys, each one's next job, so the keys still go round in turn,
-      -- two jobs a turn while two claims overlap.
-      if v_cursor_row then
-        update pgrun.fair_cursors c
-        set key = v_cursor, front_priority = v_np, front_run_at = v_nr, front_id = v_ni, keyless_at = v_next_kl
-        where c.queue = q.name
-          and c.queue in (select x.queue from pgrun.fair_cursors x where x.queue = q.name for update skip locked);
-      else
-        insert into pgrun.fair_cursors (queue, key, front_priority, front_run_at, front_id, keyless_at)
-        values (q.name, v_cursor, v_np, v_nr, v_ni, v_next_kl)
-        on conflict (queue) do nothing;
-      end if;
+      -- two jobs a turn while two claims overlap. A per-key rate alone
+      -- (claim_optimistic) shares it too, sweep and prune times included: its claims
+      -- choose at once and take the queue's lock only to count, and a claim holding
+      -- that lock must never wait for the cursor's row held by one waiting for it.
+      update pgrun.fair_cursors c
+      set key = v_cursor, front_priority = v_np, front_run_at = v_nr, front_id = v_ni, keyless_at = v_next_kl,
+          front_swept_at = case when v_shared then v_swept_at else c.front_swept_at end,
+          pruned_at = case when v_shared then v_pruned_at else c.pruned_at end
+      where c.queue = q.name
+        and c.queue in (select x.queue from pgrun.fair_cursors x where x.queue = q.name for update skip locked);
+    elsif not v_exclusive then
+      insert into pgrun.fair_cursors (queue, key, front_priority, front_run_at, front_id, keyless_at)
+      values (q.name, v_cursor, v_np, v_nr, v_ni, v_next_kl)
+      on conflict (queue) do nothing;
     else
       insert into pgrun.fair_cursors as c (queue, key, front_priority, front_run_at, front_id, front_swept_at,
                                            keyless_at, pruned_at)
@@ -534,71 +539,29 @@ begin
     -- locked, each with the key it was chosen with.
     v_wready := v_wready and v_cks = c_cks;
   end if;
-  if q.key_rate_limit is not null then
-    -- Windows of keys gone quiet (ended a minute ago or more), oldest first, 1,000 at
-    -- most, by one claim a second (v_prune). A window that ended more recently stays:
-    -- its key's next claim resets it in place (a HOT update of a half-full page).
-    -- Deleting every ended window at every claim made each claim of a busy queue
-    -- delete and insert again the windows of the keys it took, and step over their
-    -- dead index entries: 1.9 ms a claim of 100 over 1,000 keys.
-    if v_prune then
-      delete from pgrun.key_rate_windows w
-      where (w.queue, w.key) in (select x.queue, x.key from pgrun.key_rate_windows x
-                                 where x.queue = q.name
-                                   and x.window_start <= at - pgrun.rate_period(q.key_rate_period) - interval '1 minute'
-                                   and x.window_start > '-infinity' -- key_rate_windows_start_idx's predicate (0029)
-                                 order by x.window_start limit 1000);
-    end if;
-    -- The windows that exist are counted by an UPDATE, the rest inserted: an upsert
-    -- locks each conflicting row before it updates it, a second write a key. Only the
-    -- claims of this queue, under its row lock, write its windows, so no window
-    -- appears or moves between the look and the write; the ON CONFLICT stays as the
-    -- guard that keeps the count exact if one did. The windows are found one key at a
-    -- time by primary key (a lateral probe, as key_limits reads them) and updated by
-    -- their row address, each key's count taken from a map of the keys that took more
-    -- than one job (most claims take one a key: then the map is empty). Every
-    -- set-wise form was planned badly by some database's generic plan: joined to the
-    -- keys it read every window of the queue, or matched the keys pairwise (360,000
-    -- comparisons, 69 ms a claim of 600); with the keys as an array it filtered every
-    -- window of the queue by them (11 ms a claim).
-    -- The look at the front counted its keys already when the claim's jobs are its
-    -- first n (v_wready); otherwise they are counted here.
+  if q.key_rate_limit is not null and not optimistic then
+    -- The claim's keys, each one's count (a map of the keys that took more than one
+    -- job: most claims take one a key, and then it is empty) and their windows' rows
+    -- (key_windows_count, 37_key_rates.sql, counts them there). The look at the front
+    -- counted its keys already when the claim's jobs are its first n (v_wready).
     if not v_wready then
       select coalesce(array_agg(c.ck), '{}'), coalesce(jsonb_object_agg(c.ck, c.n) filter (where c.n > 1), '{}')
       into v_wkeys, v_wcounts
       from (select c.ck, count(*)::integer as n from unnest(v_cks) c(ck) where c.ck is not null group by c.ck) c;
-      -- The look at the front (key_limits) read the rows of its keys' windows: those are
-      -- not looked up again (a probe a key, 0.9 ms of a claim of 600 over 1,000 keys);
-      -- keys from elsewhere (the walk of the keys with room) are. A row read earlier in
-      -- this claim is still the key's: only this queue's claims, under its row lock,
-      -- write or delete its windows (set_queue's reset waits for that lock too), and a
-      -- window this claim's prune deleted is no longer seen by the UPDATE, so its key is
-      -- inserted again. (A check of the queue in the UPDATE made its generic plan read
-      -- the queue's every window by primary key instead of the rows by address.)
+      -- The look at the front (key_limits) read the rows of its keys' windows: those
+      -- are not looked up again (a probe a key, 0.9 ms of a claim of 600 over 1,000
+      -- keys); keys from elsewhere (the walk of the keys with room) are. A row read
+      -- earlier in this claim is still the key's: only this queue's claims, under its
+      -- row lock, write or delete its windows (set_queue's reset waits for that lock
+      -- too), and a window this claim's prune deleted is no longer seen by the UPDATE,
+      -- so its key is inserted again.
       v_wtids := array(select coalesce(l.tid, p.ctid) from unnest(v_wkeys) k(k)
                        left join unnest(v_lkeys, v_ltids) l(k, tid) on l.k = k.k
                        left join lateral (select w.ctid from pgrun.key_rate_windows w
                                           where l.k is null and w.queue = q.name and w.key = k.k limit 1) p on true
                        where coalesce(l.tid, p.ctid) is not null);
     end if;
-    with up as (
-      update pgrun.key_rate_windows w
-      set window_start = case when w.window_start + pgrun.rate_period(q.key_rate_period) > at then w.window_start
-                              else at end,
-          count = case when w.window_start + pgrun.rate_period(q.key_rate_period) > at
-                       then w.count + coalesce((v_wcounts ->> w.key)::integer, 1)
-                       else coalesce((v_wcounts ->> w.key)::integer, 1) end
-      where w.ctid = any (v_wtids)
-      returning w.key
-    )
-    insert into pgrun.key_rate_windows as w (queue, key, window_start, count)
-    select q.name, k.k, at, coalesce((v_wcounts ->> k.k)::integer, 1)
-    from unnest(v_wkeys) k(k) where not exists (select 1 from up where up.key = k.k)
-    on conflict (queue, key) do update
-    set window_start = case when w.window_start + pgrun.rate_period(q.key_rate_period) > at then w.window_start
-                            else excluded.window_start end,
-        count = case when w.window_start + pgrun.rate_period(q.key_rate_period) > at then w.count + excluded.count
-                     else excluded.count end;
+    perform pgrun.key_windows_count(q, at, v_wkeys, v_wcounts, v_wtids, v_prune);
   end if;
   return v_ids;
 end;

@@ -224,9 +224,10 @@ begin
     delete from pgrun.fair_cursors c where c.queue = r.name and r.fair_by is distinct from v_fair_by;
   end if;
   -- Its claims find the cursor's row there (as no row, key NULL starts at the first
-  -- key): a fair queue's claims run at once, and two first claims that each inserted it
-  -- would wait on one another (claim_keyed).
-  if r.fair_by is not null then
+  -- key): a fair queue's claims run at once, as a per-key rate's choose theirs
+  -- (claim_optimistic), and two first claims that each inserted it would wait on one
+  -- another (claim_keyed).
+  if r.fair_by is not null or pgrun.claim_optimistic(r) then
     insert into pgrun.fair_cursors (queue) values (r.name) on conflict (queue) do nothing;
   end if;
   if r.key_rate_limit is null then
