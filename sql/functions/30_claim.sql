@@ -222,7 +222,8 @@ begin
         -- changed since this claim read it, or jobs that no longer fit their windows,
         -- undo the claim (this block's subtransaction) and make it again below.
         select * into v_q from pgrun.queues x where x.name = claim_jobs.queue for update;
-        if v_q is distinct from q or not pgrun.key_rate_take(q, array(select r.concurrency_key from unnest(v_rows) r), v_now) then
+        if v_q is distinct from q
+           or not pgrun.key_rate_take(q, array(select r.concurrency_key from unnest(v_rows) r), v_now) then
           raise exception 'the claim no longer fits its keys'' rate windows' using errcode = 'PR001';
         end if;
       end if;

@@ -525,9 +525,9 @@ begin
   -- (claim_front, which does not lock; their fair key is NULL): without those, the lock
   -- would read again rows this claim holds already (0.3 ms a claim of 250), and it is
   -- skipped; so it is when per-key limits took the jobs from their first look at the
-  -- front, which locked them (v_locked). The claim order rides along with each id into the lock: locked by
-  -- "id = any" and joined back to the order after, the generic plan compared every
-  -- pair (360,000 for a claim of 600).
+  -- front, which locked them (v_locked). The claim order rides along with each id
+  -- into the lock: locked by "id = any" and joined back to the order after, the
+  -- generic plan compared every pair (360,000 for a claim of 600).
   if not v_locked and (v_by is null or q.priority_aging is not null or array_position(v_fks, null) is not null) then
     c_cks := v_cks;
     select coalesce(array_agg(c.id order by c.o), '{}'), coalesce(array_agg(c.concurrency_key order by c.o), '{}')
