@@ -212,7 +212,8 @@ begin
   -- claims, and takes the queue's row lock only to count them (37_key_rates.sql). Its
   -- claims share the fairness cursor's row, which set_queue makes (a queue without it,
   -- from before, claims under the lock once, which makes it).
-  if pgrun.claim_optimistic(q) and exists (select 1 from pgrun.fair_cursors c where c.queue = claim_jobs.queue) then
+  if v_keyed and pgrun.claim_optimistic(q)
+     and exists (select 1 from pgrun.fair_cursors c where c.queue = claim_jobs.queue) then
     begin
       v_ids := pgrun.claim_keyed(q, worker, v_left, lease, v_now, kinds, v_tenant, models, v_servable, v_wait,
                                  optimistic => true);
