@@ -91,6 +91,23 @@ begin
 end;
 $$;
 
+-- jobs_by_ids returns the rows of the jobs ids, in no order: those of a claim that
+-- claimed them before it counted them (claim_jobs, a per-key rate alone), returned
+-- once the count stands. Planned once, by primary key (claim_locked says why).
+create or replace function pgrun.jobs_by_ids(ids bigint[])
+returns setof pgrun.jobs
+language plpgsql
+stable
+set search_path = pgrun, pg_catalog
+set plan_cache_mode = force_generic_plan
+set enable_seqscan = off
+set jit = off
+as $$
+begin
+  return query select j.* from pgrun.jobs j where j.id = any (ids);
+end;
+$$;
+
 -- claim_jobs claims up to n due jobs of one queue for worker, in priority, run_at, id
 -- order, of the given kinds only (NULL: any kind; a worker passes the kinds it has
 -- handlers for, so a job nobody handles stays queued and is counted in
@@ -167,7 +184,7 @@ declare
   v_tenant  text;
   v_keyed   boolean;
   v_q       pgrun.queues;
-  v_rows    pgrun.jobs[];
+  v_cks     text[];
 begin
   perform pgrun.check_queue_name(queue);
   perform pgrun.check_worker_id(worker); -- the format, required of every session
@@ -218,20 +235,24 @@ begin
       v_ids := pgrun.claim_keyed(q, worker, v_left, lease, v_now, kinds, v_tenant, models, v_servable, v_wait,
                                  optimistic => true);
       if cardinality(v_ids) > 0 then
-        v_rows := array(select c from pgrun.claim_locked(v_ids, worker, v_now, lease) c);
+        -- Only the ids and keys are kept: the rows are read again once the claim
+        -- stands (a claim of 10,000 jobs with large arguments held as an array of
+        -- rows could pass the 1 GB a value may take).
+        select coalesce(array_agg(c.id), '{}'), coalesce(array_agg(c.concurrency_key), '{}')
+        into v_ids, v_cks
+        from pgrun.claim_locked(v_ids, worker, v_now, lease) c;
         -- Counted under the queue's lock, with the queue as it is now: a setting
         -- changed since this claim read it, or jobs that no longer fit their windows,
         -- undo the claim (this block's subtransaction) and make it again below.
         select * into v_q from pgrun.queues x where x.name = claim_jobs.queue for update;
-        if v_q is distinct from q
-           or not pgrun.key_rate_take(q, array(select r.concurrency_key from unnest(v_rows) r), v_now) then
+        if v_q is distinct from q or not pgrun.key_rate_take(q, v_cks, v_now) then
           raise exception 'the claim no longer fits its keys'' rate windows' using errcode = 'PR001';
         end if;
+        return query select * from pgrun.jobs_by_ids(v_ids);
       end if;
-      return query select r.* from unnest(v_rows) r;
       return;
     exception when sqlstate 'PR001' then
-      v_rows := null;
+      v_ids := null;
     end;
   end if;
   -- A queue with a limit or aging: its claims run one at a time (claim_exclusive).
