@@ -316,3 +316,43 @@ func TestKeyRateClaimThatNoLongerFitsIsUndone(t *testing.T) {
 	require.Equal(t, 1, countRowsTB(t, b, `select count from pgrun.key_rate_windows where queue = 'rated' and key = 'k'`))
 	require.Equal(t, 2, countRowsTB(t, b, `select count(*) from pgrun.jobs where status = 'running'`))
 }
+
+// A queue paused while a claim of a per-key rate alone waited for the queue's lock to
+// count: the claim sees the queue changed, is undone and made again under the lock,
+// and takes nothing; its jobs stay queued as they were.
+func TestKeyRateClaimWaitingOnAPauseTakesNothing(t *testing.T) {
+	b := testkit.Setup(t)
+	testkit.ExecAll(t, b, `select pgrun.set_queue('rated', key_rate_limit => 10, key_rate_period => '1 hour')`,
+		`insert into pgrun.jobs (kind, queue, concurrency_key) select 'work', 'rated', 'k' || i from generate_series(1, 5) i`)
+	pause, err := b.Pool.Begin(b.Ctx)
+	require.NoError(t, err)
+	defer pause.Rollback(b.Ctx) //nolint:errcheck
+	_, err = pause.Exec(b.Ctx, `select pgrun.pause_queue('rated')`)
+	require.NoError(t, err)
+	var pid int
+	require.NoError(t, pause.QueryRow(b.Ctx, `select pg_backend_pid()`).Scan(&pid))
+
+	got := make(chan []int64, 1)
+	go func() {
+		rows, err := b.Pool.Query(b.Ctx, `select id from pgrun.claim_jobs('rated', 'w', 5)`)
+		if err == nil {
+			ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+			if err == nil {
+				got <- ids
+				return
+			}
+		}
+		t.Errorf("claim: %v", err)
+		got <- nil
+	}()
+	// The claim has claimed its jobs and waits for the queue's lock to count them.
+	testkit.Eventually(t, 10*time.Second, "the claim waits for the pause", func() bool {
+		return countRowsTB(t, b, fmt.Sprintf(`select count(*) from pg_stat_activity
+			where %d = any (pg_blocking_pids(pid))`, pid)) == 1
+	})
+	require.NoError(t, pause.Commit(b.Ctx))
+	require.Empty(t, <-got, "the queue is paused")
+	require.Equal(t, 5, countRowsTB(t, b, `select count(*) from pgrun.jobs
+		where status = 'queued' and attempt = 0 and claimed_by is null`))
+	require.Zero(t, countRowsTB(t, b, `select count(*) from pgrun.key_rate_windows`))
+}

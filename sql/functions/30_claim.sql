@@ -258,6 +258,9 @@ begin
   -- A queue with a limit or aging: its claims run one at a time (claim_exclusive).
   if pgrun.claim_exclusive(q) then
     select * into q from pgrun.queues x where x.name = claim_jobs.queue for update;
+    if q.paused then
+      return; -- paused while this claim waited for the lock
+    end if;
     if q.max_running is not null then
       select count(*) into v_running from pgrun.jobs r
       where r.status = 'running' and r.queue = claim_jobs.queue;
