@@ -278,27 +278,8 @@ func TestKeyRateClaimThatNoLongerFitsIsUndone(t *testing.T) {
 	defer first.Rollback(b.Ctx) //nolint:errcheck
 	var firstID int64
 	require.NoError(t, first.QueryRow(b.Ctx, `select id from pgrun.claim_jobs('rated', 'w1', 1)`).Scan(&firstID))
-	var pid int
-	require.NoError(t, first.QueryRow(b.Ctx, `select pg_backend_pid()`).Scan(&pid))
-
-	got := make(chan []int64, 1)
-	go func() {
-		rows, err := b.Pool.Query(b.Ctx, `select id from pgrun.claim_jobs('rated', 'w2', 1)`)
-		if err == nil {
-			ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-			if err == nil {
-				got <- ids
-				return
-			}
-		}
-		t.Errorf("second claim: %v", err)
-		got <- nil
-	}()
 	// The second claim has claimed the other job and waits for the queue's lock.
-	testkit.Eventually(t, 10*time.Second, "the second claim waits for the first", func() bool {
-		return countRowsTB(t, b, fmt.Sprintf(`select count(*) from pg_stat_activity
-			where %d = any (pg_blocking_pids(pid))`, pid)) == 1
-	})
+	got := claimBehind(t, b, first, `select id from pgrun.claim_jobs('rated', 'w2', 1)`)
 	require.NoError(t, first.Commit(b.Ctx))
 	second := <-got
 	require.Len(t, second, 1, "made again under the lock, the second claim takes the first job that fits")
@@ -329,30 +310,38 @@ func TestKeyRateClaimWaitingOnAPauseTakesNothing(t *testing.T) {
 	defer pause.Rollback(b.Ctx) //nolint:errcheck
 	_, err = pause.Exec(b.Ctx, `select pgrun.pause_queue('rated')`)
 	require.NoError(t, err)
-	var pid int
-	require.NoError(t, pause.QueryRow(b.Ctx, `select pg_backend_pid()`).Scan(&pid))
-
-	got := make(chan []int64, 1)
-	go func() {
-		rows, err := b.Pool.Query(b.Ctx, `select id from pgrun.claim_jobs('rated', 'w', 5)`)
-		if err == nil {
-			ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-			if err == nil {
-				got <- ids
-				return
-			}
-		}
-		t.Errorf("claim: %v", err)
-		got <- nil
-	}()
 	// The claim has claimed its jobs and waits for the queue's lock to count them.
-	testkit.Eventually(t, 10*time.Second, "the claim waits for the pause", func() bool {
-		return countRowsTB(t, b, fmt.Sprintf(`select count(*) from pg_stat_activity
-			where %d = any (pg_blocking_pids(pid))`, pid)) == 1
-	})
+	got := claimBehind(t, b, pause, `select id from pgrun.claim_jobs('rated', 'w', 5)`)
 	require.NoError(t, pause.Commit(b.Ctx))
 	require.Empty(t, <-got, "the queue is paused")
 	require.Equal(t, 5, countRowsTB(t, b, `select count(*) from pgrun.jobs
 		where status = 'queued' and attempt = 0 and claimed_by is null`))
 	require.Zero(t, countRowsTB(t, b, `select count(*) from pgrun.key_rate_windows`))
+}
+
+// claimBehind runs claim (a query of job ids) in the background once tx holds what it
+// will wait for, returns when the claim waits for tx's backend, and sends the ids it
+// returns (nil, the test failed, if it fails) on the channel returned.
+func claimBehind(t *testing.T, b *testkit.DB, tx pgx.Tx, claim string) <-chan []int64 {
+	t.Helper()
+	var pid int
+	require.NoError(t, tx.QueryRow(b.Ctx, `select pg_backend_pid()`).Scan(&pid))
+	got := make(chan []int64, 1)
+	go func() {
+		rows, err := b.Pool.Query(b.Ctx, claim)
+		if err == nil {
+			var ids []int64
+			if ids, err = pgx.CollectRows(rows, pgx.RowTo[int64]); err == nil {
+				got <- ids
+				return
+			}
+		}
+		t.Errorf("%s: %v", claim, err)
+		got <- nil
+	}()
+	testkit.Eventually(t, 10*time.Second, "the claim waits for the transaction", func() bool {
+		return countRowsTB(t, b, fmt.Sprintf(`select count(*) from pg_stat_activity
+			where %d = any (pg_blocking_pids(pid))`, pid)) == 1
+	})
+	return got
 }
