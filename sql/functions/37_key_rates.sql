@@ -28,6 +28,16 @@ begin
 end;
 $$;
 
+-- key_windows_prune_due says whether a claim at at prunes its queue's quiet windows
+-- (key_windows_count's prune), the queue's last prune having been at pruned_at (NULL:
+-- never): once a second, or when the clock went back. A plain expression, inlined.
+create or replace function pgrun.key_windows_prune_due(pruned_at timestamptz, at timestamptz)
+returns boolean
+language sql
+immutable
+parallel safe
+return pruned_at is null or at >= pruned_at + interval '1 second' or at < pruned_at;
+
 -- key_windows_count counts a claim's jobs in their keys' rate windows in queue q at
 -- at: keys are the claim's keys, counts a map of those that took more than one job
 -- (the others took one), tids the rows of their windows as the claim read them (a
@@ -132,7 +142,7 @@ begin
     return false;
   end if;
   select c.pruned_at into v_pruned_at from pgrun.fair_cursors c where c.queue = q.name;
-  if v_pruned_at is null or at >= v_pruned_at + interval '1 second' or at < v_pruned_at then
+  if pgrun.key_windows_prune_due(v_pruned_at, at) then
     v_prune := true;
     -- The cursor's row is a hint the claims share (claim_keyed): not waited for.
     update pgrun.fair_cursors c set pruned_at = at

@@ -173,8 +173,7 @@ begin
     into v_start, v_fp, v_fr, v_fi, v_swept_at, v_keyless_at, v_pruned_at
     from pgrun.fair_cursors c where c.queue = q.name;
     v_cursor_row := found;
-    if q.key_rate_limit is not null and not optimistic
-       and (v_pruned_at is null or at >= v_pruned_at + interval '1 second' or at < v_pruned_at) then
+    if q.key_rate_limit is not null and not optimistic and pgrun.key_windows_prune_due(v_pruned_at, at) then
       v_prune := true;
       v_pruned_at := at;
     end if;
