@@ -181,12 +181,41 @@ func TestFairClaimsGoRoundInRounds(t *testing.T) {
 			fmt.Sprintf("w%d", i%2)).Scan(&key))
 		order = append(order, key)
 	}
-	next := map[string]string{"A": "B", "B": "C", "C": "A"}
+	// The walk's order is the keys' slots (their 64-bit hashes), not their names.
+	var ring []string
+	require.NoError(t, b.Pool.QueryRow(b.Ctx,
+		`select array_agg(k order by hashtextextended(k, 0)) from unnest(array['A', 'B', 'C']) k`).Scan(&ring))
+	next := map[string]string{}
+	for i, k := range ring {
+		next[k] = ring[(i+1)%len(ring)]
+	}
 	want := []string{next[cursor]}
 	for len(want) < 6 {
 		want = append(want, next[want[len(want)-1]])
 	}
 	require.Equal(t, want, order, "round-robin from the key after the cursor (%s)", cursor)
+}
+
+// The walk goes round the keys in the order of their slots (hashtextextended(key, 0),
+// the order of the key's index), whatever their names: 40 keys of two jobs each, 80
+// claims of one job each, serve every key once in slot order and then again in the
+// same order.
+func TestFairClaimsGoRoundTheKeysInSlotOrder(t *testing.T) {
+	b := testkit.Setup(t)
+	testkit.ExecAll(t, b, `select pgrun.set_queue('fair', fair_by => 'concurrency_key')`,
+		`insert into pgrun.jobs (kind, queue, concurrency_key, run_at)
+		 select 'noop', 'fair', 'key-' || (i % 40), now() - interval '1 minute' from generate_series(0, 79) i`)
+	var ring []string
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select array_agg(k order by hashtextextended(k, 0))
+		from (select distinct concurrency_key as k from pgrun.jobs) k`).Scan(&ring))
+	require.Len(t, ring, 40)
+	var order []string
+	for range 80 {
+		var key string
+		require.NoError(t, b.Pool.QueryRow(b.Ctx, `select concurrency_key from pgrun.claim_jobs('fair', 'w', 1)`).Scan(&key))
+		order = append(order, key)
+	}
+	require.Equal(t, append(slices.Clone(ring), ring...), order, "two rounds, each in slot order")
 }
 
 // Jobs without a key share one turn of their own, between the last key and the first:
@@ -295,7 +324,13 @@ func TestFairByTenantPassesOverKeysAtTheirLimit(t *testing.T) {
 		require.NoError(t, rows.Err())
 		return got
 	}
-	require.Equal(t, []string{"t1:x"}, claim(1))
-	require.Equal(t, []string{"t1:y"}, claim(10), "t1's next x waits on its key; its y goes, t2's x waits too")
+	// The walk starts at the first tenant in slot order (their 64-bit hashes): its x
+	// takes key x's one place; then t1's next x (or first, if t2 went first) waits on
+	// the key, t1's y goes, and t2's x (if still queued) waits too.
+	var first string
+	require.NoError(t, b.Pool.QueryRow(b.Ctx,
+		`select k from unnest(array['t1', 't2']) k order by hashtextextended(k, 0) limit 1`).Scan(&first))
+	require.Equal(t, []string{first + ":x"}, claim(1))
+	require.Equal(t, []string{"t1:y"}, claim(10), "t1's x waits on its key; its y goes, t2's x waits too")
 	require.Empty(t, claim(10), "every tenant's jobs wait on keys at their limit")
 }

@@ -226,13 +226,34 @@ begin
 end;
 $$;
 
+-- The key walk. A fair claim goes round the keys of a queue's queued jobs in the order
+-- of their slots, a key's slot being its 64-bit hash (hashtextextended(key, 0)): the
+-- key's index (jobs_fair_key_idx, jobs_fair_tenant_idx) holds the queue's hash, the
+-- key's slot and then the claim order (priority, run_at, id), every column of fixed
+-- width, so that a probe checks the entries of the page it lands on cheaply (0030 says
+-- why that matters). The statements below write those expressions as the index does
+-- (the planner matches an index by its expressions) and check the queue and the key
+-- again on the row: two queues or two keys whose hashes are equal share a range of the
+-- index, and two keys of one slot share a turn of the walk (their jobs in their joint
+-- claim order; the chance of any such pair among a million keys is 3 in 100 million).
+
+-- fair_slot_from is the first slot a walk after the key after reads: the slot after
+-- after's, the first of all for '' (a walk from the first key), NULL when after's slot
+-- is the last (nothing follows it). Inlined.
+create or replace function pgrun.fair_slot_from(after text)
+returns bigint
+language sql
+immutable
+parallel safe
+return case when after = '' then '-9223372036854775808'::bigint
+            when hashtextextended(after, 0) = '9223372036854775807'::bigint then null
+            else hashtextextended(after, 0) + 1 end;
+
 -- fair_walk returns the next keys of queue's queued jobs after after ('' for the
--- first key), in order, at most lim, up to and including upto (NULL: to the last key):
--- by is the key (fair_by: 'concurrency_key' or 'tenant'). A skip scan of the key's
--- index (jobs_fair_key_idx, jobs_fair_tenant_idx): one probe per key, whatever each
--- key holds. Keys are never empty (enqueue refuses them), so '' is before them all.
--- (ORDER BY ... LIMIT 1 rather than min(): on a table the planner thinks small, min()
--- was planned as an aggregate over the key's whole range.)
+-- first key), in walk order, at most lim, up to and including upto (NULL: to the last
+-- key): by is the key (fair_by: 'concurrency_key' or 'tenant'). A skip scan of the
+-- key's index: one probe per key, whatever each key holds. Keys are never empty
+-- (enqueue refuses them), so '' names none.
 create or replace function pgrun.fair_walk(queue text, by text, after text, upto text, lim integer)
 returns text[]
 language plpgsql
@@ -243,43 +264,52 @@ set enable_seqscan = off
 set enable_bitmapscan = off
 set jit = off
 as $$
+#variable_conflict use_variable
+declare
+  v_qs   constant bigint := hashtextextended(queue, 0);
+  v_from constant bigint := pgrun.fair_slot_from(after);
+  v_upto constant bigint := hashtextextended(upto, 0); -- NULL: to the last key
 begin
   if by = 'tenant' then
     return array(
-      with recursive walk(k) as (
-        select (select j.tenant from pgrun.jobs j
-                where j.queue = fair_walk.queue and j.status = 'queued' and j.tenant is not null and j.tenant > after
-                order by j.tenant limit 1)
+      with recursive walk(s, k) as (
+        select * from (select hashtextextended(j.tenant, 0), j.tenant from pgrun.jobs j
+                       where hashtextextended(j.queue, 0) = v_qs and hashtextextended(j.tenant, 0) >= v_from
+                         and j.status = 'queued' and j.tenant is not null and j.queue = fair_walk.queue
+                       order by hashtextextended(j.queue, 0), hashtextextended(j.tenant, 0) limit 1) s
         union all
-        select (select j.tenant from pgrun.jobs j
-                where j.queue = fair_walk.queue and j.status = 'queued' and j.tenant is not null and j.tenant > w.k
-                order by j.tenant limit 1)
-        from walk w where w.k is not null and (upto is null or w.k < upto)
+        select x.* from walk w cross join lateral (
+          select hashtextextended(j.tenant, 0), j.tenant from pgrun.jobs j
+          where hashtextextended(j.queue, 0) = v_qs and hashtextextended(j.tenant, 0) > w.s
+            and j.status = 'queued' and j.tenant is not null and j.queue = fair_walk.queue
+          order by hashtextextended(j.queue, 0), hashtextextended(j.tenant, 0) limit 1) x
+        where v_upto is null or w.s < v_upto
       )
-      select w.k from walk w where w.k is not null and (upto is null or w.k <= upto) limit lim);
+      select w.k from walk w where v_upto is null or w.s <= v_upto limit lim);
   end if;
   return array(
-    with recursive walk(k) as (
-      select (select j.concurrency_key from pgrun.jobs j
-              where j.queue = fair_walk.queue and j.status = 'queued' and j.concurrency_key is not null
-                and j.concurrency_key > after
-              order by j.concurrency_key limit 1)
+    with recursive walk(s, k) as (
+      select * from (select hashtextextended(j.concurrency_key, 0), j.concurrency_key from pgrun.jobs j
+                     where hashtextextended(j.queue, 0) = v_qs and hashtextextended(j.concurrency_key, 0) >= v_from
+                       and j.status = 'queued' and j.concurrency_key is not null and j.queue = fair_walk.queue
+                     order by hashtextextended(j.queue, 0), hashtextextended(j.concurrency_key, 0) limit 1) s
       union all
-      select (select j.concurrency_key from pgrun.jobs j
-              where j.queue = fair_walk.queue and j.status = 'queued' and j.concurrency_key is not null
-                and j.concurrency_key > w.k
-              order by j.concurrency_key limit 1)
-      from walk w where w.k is not null and (upto is null or w.k < upto)
+      select x.* from walk w cross join lateral (
+        select hashtextextended(j.concurrency_key, 0), j.concurrency_key from pgrun.jobs j
+        where hashtextextended(j.queue, 0) = v_qs and hashtextextended(j.concurrency_key, 0) > w.s
+          and j.status = 'queued' and j.concurrency_key is not null and j.queue = fair_walk.queue
+        order by hashtextextended(j.queue, 0), hashtextextended(j.concurrency_key, 0) limit 1) x
+      where v_upto is null or w.s < v_upto
     )
-    select w.k from walk w where w.k is not null and (upto is null or w.k <= upto) limit lim);
+    select w.k from walk w where v_upto is null or w.s <= v_upto limit lim);
 end;
 $$;
 
 -- fair_walk_jobs is fair_walk that also finds each key's first due job a worker may
 -- take, in the key's claim order (priority, run_at, id: the order of the key's index),
--- in the same probe: the next index entry after the last key whose job is due and
--- passes the filters (claim_key_jobs' own) is the next key's most urgent job. Keys with
--- no such job are passed over within the probe (it reads their index entries, not
+-- in the same probe: the next index entry after the last key's slot whose job is due
+-- and passes the filters (claim_key_jobs' own) is the next key's most urgent job. Keys
+-- with no such job are passed over within the probe (it reads their index entries, not
 -- their rows, for the due check), so each row is a key that has something to give.
 -- Without aging only: with it a key's most urgent job is not its first entry. Each job
 -- found is locked (FOR UPDATE SKIP LOCKED): where claims run at once (claim_exclusive),
@@ -311,61 +341,71 @@ set enable_bitmapscan = off
 set jit = off
 as $$
 #variable_conflict use_variable
+declare
+  v_qs   constant bigint := hashtextextended(queue, 0);
+  v_from constant bigint := pgrun.fair_slot_from(after);
+  v_upto constant bigint := hashtextextended(upto, 0); -- NULL: to the last key
 begin
   -- Arrays in walk order (step numbers the keys): one row back, not a row per key.
   if by = 'tenant' then
-    with recursive walk(step, k, id, ck) as (
-      select * from (select 1, c.tenant, c.id, c.concurrency_key from pgrun.jobs c
-       where c.queue = fair_walk_jobs.queue and c.status = 'queued' and c.tenant is not null and c.tenant > after
-         and c.run_at <= at
+    with recursive walk(step, s, k, id, ck) as (
+      select * from (select 1, hashtextextended(c.tenant, 0), c.tenant, c.id, c.concurrency_key from pgrun.jobs c
+       where hashtextextended(c.queue, 0) = v_qs and hashtextextended(c.tenant, 0) >= v_from and c.run_at <= at
+         and c.status = 'queued' and c.tenant is not null and c.queue = fair_walk_jobs.queue
          and (kinds is null or c.kind = any (kinds))
          and (fair_walk_jobs.tenant is null or c.tenant = fair_walk_jobs.tenant)
          and (c.model is null or pgrun.may_take_cold(c.model, c.model_required, c.run_at, models, servable,
                                                      elsewhere, at, warm_wait))
-       order by c.tenant, c.priority, c.run_at, c.id limit 1 for update skip locked) s
+       order by hashtextextended(c.queue, 0), hashtextextended(c.tenant, 0), c.priority, c.run_at, c.id
+       limit 1 for update skip locked) s
       union all
       select w.step + 1, x.* from walk w cross join lateral (
-        select c.tenant, c.id, c.concurrency_key from pgrun.jobs c
-        where c.queue = fair_walk_jobs.queue and c.status = 'queued' and c.tenant is not null and c.tenant > w.k
-          and c.run_at <= at
+        select hashtextextended(c.tenant, 0), c.tenant, c.id, c.concurrency_key from pgrun.jobs c
+        where hashtextextended(c.queue, 0) = v_qs and hashtextextended(c.tenant, 0) > w.s and c.run_at <= at
+          and c.status = 'queued' and c.tenant is not null and c.queue = fair_walk_jobs.queue
           and (kinds is null or c.kind = any (kinds))
           and (fair_walk_jobs.tenant is null or c.tenant = fair_walk_jobs.tenant)
           and (c.model is null or pgrun.may_take_cold(c.model, c.model_required, c.run_at, models, servable,
                                                       elsewhere, at, warm_wait))
-        order by c.tenant, c.priority, c.run_at, c.id limit 1 for update skip locked) x
-      where (upto is null or w.k < upto) and w.step < lim
+        order by hashtextextended(c.queue, 0), hashtextextended(c.tenant, 0), c.priority, c.run_at, c.id
+        limit 1 for update skip locked) x
+      where (v_upto is null or w.s < v_upto) and w.step < lim
     )
     select coalesce(array_agg(w.k order by w.step), '{}'), coalesce(array_agg(w.id order by w.step), '{}'),
            coalesce(array_agg(w.ck order by w.step), '{}')
     into keys, ids, cks
-    from walk w where upto is null or w.k <= upto;
+    from walk w where v_upto is null or w.s <= v_upto;
     return;
   end if;
-  with recursive walk(step, k, id, ck) as (
-    select * from (select 1, c.concurrency_key, c.id, c.concurrency_key from pgrun.jobs c
-     where c.queue = fair_walk_jobs.queue and c.status = 'queued' and c.concurrency_key is not null
-       and c.concurrency_key > after and c.run_at <= at
+  with recursive walk(step, s, k, id) as (
+    select * from (select 1, hashtextextended(c.concurrency_key, 0), c.concurrency_key, c.id from pgrun.jobs c
+     where hashtextextended(c.queue, 0) = v_qs and hashtextextended(c.concurrency_key, 0) >= v_from
+       and c.run_at <= at and c.status = 'queued' and c.concurrency_key is not null
+       and c.queue = fair_walk_jobs.queue
        and (kinds is null or c.kind = any (kinds))
        and (fair_walk_jobs.tenant is null or c.tenant = fair_walk_jobs.tenant)
        and (c.model is null or pgrun.may_take_cold(c.model, c.model_required, c.run_at, models, servable,
                                                    elsewhere, at, warm_wait))
-     order by c.concurrency_key, c.priority, c.run_at, c.id limit 1 for update skip locked) s
+     order by hashtextextended(c.queue, 0), hashtextextended(c.concurrency_key, 0), c.priority, c.run_at, c.id
+     limit 1 for update skip locked) s
     union all
     select w.step + 1, x.* from walk w cross join lateral (
-      select c.concurrency_key, c.id, c.concurrency_key from pgrun.jobs c
-      where c.queue = fair_walk_jobs.queue and c.status = 'queued' and c.concurrency_key is not null
-        and c.concurrency_key > w.k and c.run_at <= at
+      select hashtextextended(c.concurrency_key, 0), c.concurrency_key, c.id from pgrun.jobs c
+      where hashtextextended(c.queue, 0) = v_qs and hashtextextended(c.concurrency_key, 0) > w.s
+        and c.run_at <= at and c.status = 'queued' and c.concurrency_key is not null
+        and c.queue = fair_walk_jobs.queue
         and (kinds is null or c.kind = any (kinds))
         and (fair_walk_jobs.tenant is null or c.tenant = fair_walk_jobs.tenant)
         and (c.model is null or pgrun.may_take_cold(c.model, c.model_required, c.run_at, models, servable,
                                                     elsewhere, at, warm_wait))
-      order by c.concurrency_key, c.priority, c.run_at, c.id limit 1 for update skip locked) x
-    where (upto is null or w.k < upto) and w.step < lim
+      order by hashtextextended(c.queue, 0), hashtextextended(c.concurrency_key, 0), c.priority, c.run_at, c.id
+      limit 1 for update skip locked) x
+    where (v_upto is null or w.s < v_upto) and w.step < lim
   )
   select coalesce(array_agg(w.k order by w.step), '{}'), coalesce(array_agg(w.id order by w.step), '{}'),
-         coalesce(array_agg(w.ck order by w.step), '{}')
+         coalesce(array_agg(w.k order by w.step), '{}')
   into keys, ids, cks
-  from walk w where upto is null or w.k <= upto;
+  from walk w where v_upto is null or w.s <= v_upto;
 end;
 $$;
 
@@ -403,10 +443,13 @@ set enable_bitmapscan = off
 set jit = off
 as $$
 #variable_conflict use_variable
+declare
+  v_qs constant bigint := hashtextextended(queue, 0);
 begin
   -- Four statements, one per key column and order, so that each keeps its index range.
-  -- Each bounds its key as a range (k >= key and k <= key, the same rows as k = key)
-  -- and orders by the key column first, so that only the key's index
+  -- Each bounds its key's slot as a range (s >= slot and s <= slot, the same entries
+  -- as s = slot; the key itself is checked on the row) and orders by the index's
+  -- columns, so that only the key's index
   -- (jobs_fair_key_idx, jobs_fair_tenant_idx) gives the order: with an equality the
   -- planner drops the key from the order, and the generic plan of a queue whose
   -- statistics saw one big key read a small key's jobs through jobs_claim_idx, the
@@ -416,17 +459,18 @@ begin
     return query
     select w.pos, row_number() over (partition by w.pos order by c.priority, c.run_at, c.id), c.id,
            c.concurrency_key, c.priority, c.run_at
-    from unnest(keys, caps) with ordinality w(k, cap, pos)
+    from (select w.*, hashtextextended(w.k, 0) as s from unnest(keys, caps) with ordinality w(k, cap, pos)) w
     cross join lateral (
       select c.id, c.concurrency_key, c.priority, c.run_at from pgrun.jobs c
-      where c.queue = claim_key_jobs.queue and c.status = 'queued' and c.tenant >= w.k and c.tenant <= w.k
-        and c.run_at <= at
+      where hashtextextended(c.queue, 0) = v_qs and hashtextextended(c.tenant, 0) >= w.s
+        and hashtextextended(c.tenant, 0) <= w.s and c.status = 'queued' and c.queue = claim_key_jobs.queue
+        and c.tenant = w.k and c.run_at <= at
         and (kinds is null or c.kind = any (kinds))
         and (claim_key_jobs.tenant is null or c.tenant = claim_key_jobs.tenant)
         and (c.model is null or pgrun.may_take_cold(c.model, c.model_required, c.run_at, models, servable,
                                                     elsewhere, at, warm_wait))
         and c.id <> all (exclude)
-      order by c.tenant, c.priority, c.run_at, c.id
+      order by hashtextextended(c.queue, 0), hashtextextended(c.tenant, 0), c.priority, c.run_at, c.id
       limit w.cap
       for update skip locked) c
     where w.cap > 0;
@@ -438,18 +482,19 @@ begin
                                     order by pgrun.effective_priority(c.priority, c.run_at, at, aging),
                                              c.priority, c.run_at, c.id) as rn,
                  c.id, c.concurrency_key, c.priority, c.run_at
-          from unnest(keys, caps) with ordinality w(k, cap, pos)
+          from (select w.*, hashtextextended(w.k, 0) as s from unnest(keys, caps) with ordinality w(k, cap, pos)) w
           cross join unnest(levels) lv(p)
           cross join lateral (
             select c.id, c.concurrency_key, c.priority, c.run_at from pgrun.jobs c
-            where c.queue = claim_key_jobs.queue and c.status = 'queued' and c.tenant >= w.k and c.tenant <= w.k
-              and c.priority = lv.p and c.run_at <= at
+            where hashtextextended(c.queue, 0) = v_qs and hashtextextended(c.tenant, 0) >= w.s
+              and hashtextextended(c.tenant, 0) <= w.s and c.status = 'queued' and c.queue = claim_key_jobs.queue
+              and c.tenant = w.k and c.priority = lv.p and c.run_at <= at
               and (kinds is null or c.kind = any (kinds))
               and (claim_key_jobs.tenant is null or c.tenant = claim_key_jobs.tenant)
               and (c.model is null or pgrun.may_take_cold(c.model, c.model_required, c.run_at, models, servable,
                                                           elsewhere, at, warm_wait))
               and c.id <> all (exclude)
-            order by c.tenant, c.priority, c.run_at, c.id
+            order by hashtextextended(c.queue, 0), hashtextextended(c.tenant, 0), c.priority, c.run_at, c.id
             limit w.cap) c
           where w.cap > 0) x
     where x.rn <= x.cap;
@@ -457,17 +502,18 @@ begin
     return query
     select w.pos, row_number() over (partition by w.pos order by c.priority, c.run_at, c.id), c.id,
            c.concurrency_key, c.priority, c.run_at
-    from unnest(keys, caps) with ordinality w(k, cap, pos)
+    from (select w.*, hashtextextended(w.k, 0) as s from unnest(keys, caps) with ordinality w(k, cap, pos)) w
     cross join lateral (
       select c.id, c.concurrency_key, c.priority, c.run_at from pgrun.jobs c
-      where c.queue = claim_key_jobs.queue and c.status = 'queued' and c.concurrency_key >= w.k
-        and c.concurrency_key <= w.k and c.run_at <= at
+      where hashtextextended(c.queue, 0) = v_qs and hashtextextended(c.concurrency_key, 0) >= w.s
+        and hashtextextended(c.concurrency_key, 0) <= w.s and c.status = 'queued' and c.queue = claim_key_jobs.queue
+        and c.concurrency_key = w.k and c.run_at <= at
         and (kinds is null or c.kind = any (kinds))
         and (claim_key_jobs.tenant is null or c.tenant = claim_key_jobs.tenant)
         and (c.model is null or pgrun.may_take_cold(c.model, c.model_required, c.run_at, models, servable,
                                                     elsewhere, at, warm_wait))
         and c.id <> all (exclude)
-      order by c.concurrency_key, c.priority, c.run_at, c.id
+      order by hashtextextended(c.queue, 0), hashtextextended(c.concurrency_key, 0), c.priority, c.run_at, c.id
       limit w.cap
       for update skip locked) c
     where w.cap > 0;
@@ -479,18 +525,19 @@ begin
                                     order by pgrun.effective_priority(c.priority, c.run_at, at, aging),
                                              c.priority, c.run_at, c.id) as rn,
                  c.id, c.concurrency_key, c.priority, c.run_at
-          from unnest(keys, caps) with ordinality w(k, cap, pos)
+          from (select w.*, hashtextextended(w.k, 0) as s from unnest(keys, caps) with ordinality w(k, cap, pos)) w
           cross join unnest(levels) lv(p)
           cross join lateral (
             select c.id, c.concurrency_key, c.priority, c.run_at from pgrun.jobs c
-            where c.queue = claim_key_jobs.queue and c.status = 'queued' and c.concurrency_key >= w.k
-              and c.concurrency_key <= w.k and c.priority = lv.p and c.run_at <= at
+            where hashtextextended(c.queue, 0) = v_qs and hashtextextended(c.concurrency_key, 0) >= w.s
+              and hashtextextended(c.concurrency_key, 0) <= w.s and c.status = 'queued' and c.queue = claim_key_jobs.queue
+              and c.concurrency_key = w.k and c.priority = lv.p and c.run_at <= at
               and (kinds is null or c.kind = any (kinds))
               and (claim_key_jobs.tenant is null or c.tenant = claim_key_jobs.tenant)
               and (c.model is null or pgrun.may_take_cold(c.model, c.model_required, c.run_at, models, servable,
                                                           elsewhere, at, warm_wait))
               and c.id <> all (exclude)
-            order by c.concurrency_key, c.priority, c.run_at, c.id
+            order by hashtextextended(c.queue, 0), hashtextextended(c.concurrency_key, 0), c.priority, c.run_at, c.id
             limit w.cap) c
           where w.cap > 0) x
     where x.rn <= x.cap;

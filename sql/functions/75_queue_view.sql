@@ -112,13 +112,16 @@ begin
          case when r.window_count is not null then r.window_ends end,
          r.room, least(c.n, held_cap)::bigint, c.n > held_cap, r.keys_in_use
   from ranked r
-  -- By jobs_fair_key_idx, at most held_cap + 1 entries a key (the key bounded as a
-  -- range, as a lookup of one key's jobs is written: docs/architecture.md; with an
-  -- equality, in a queue whose statistics saw one big key, a sequential scan a key).
+  -- By jobs_fair_key_idx, at most held_cap + 1 entries a key (the key's slot bounded
+  -- as a range and the key checked on the row, as a lookup of one key's jobs is
+  -- written: docs/architecture.md, 38_claim_keys.sql; with an equality, in a queue
+  -- whose statistics saw one big key, a sequential scan a key).
   cross join lateral (select count(*) as n
                       from (select 1 from pgrun.jobs x
-                            where x.queue = q.name and x.concurrency_key >= r.k and x.concurrency_key <= r.k
-                              and x.status = 'queued'
+                            where hashtextextended(x.queue, 0) = hashtextextended(q.name, 0)
+                              and hashtextextended(x.concurrency_key, 0) >= hashtextextended(r.k, 0)
+                              and hashtextextended(x.concurrency_key, 0) <= hashtextextended(r.k, 0)
+                              and x.status = 'queued' and x.queue = q.name and x.concurrency_key = r.k
                             limit held_cap + 1) x) c
   order by r.room, r.running desc, r.window_count desc nulls last, r.k;
 end;
