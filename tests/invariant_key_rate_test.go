@@ -319,6 +319,30 @@ func TestKeyRateClaimWaitingOnAPauseTakesNothing(t *testing.T) {
 	require.Zero(t, countRowsTB(t, b, `select count(*) from pgrun.key_rate_windows`))
 }
 
+// set_queue beside a per-key rate's claim that holds the fairness cursor's row (its
+// claims write it as they choose) and waits for the queue's row, which set_queue holds:
+// set_queue leaves the cursor's row alone, even when it changes the key to be fair by
+// (it deleted the row then, and waited for the claim that waited for it: a deadlock,
+// one of the two ended by the server). The claim then sees the queue changed and
+// claims under the new settings.
+func TestSetQueueBesideAKeyRateClaimDoesNotDeadlock(t *testing.T) {
+	b := testkit.Setup(t)
+	testkit.ExecAll(t, b, `select pgrun.set_queue('rated', key_rate_limit => 10, key_rate_period => '1 hour')`,
+		`insert into pgrun.jobs (kind, queue, concurrency_key) select 'work', 'rated', 'k' || i from generate_series(1, 5) i`)
+	tx, err := b.Pool.Begin(b.Ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(b.Ctx) //nolint:errcheck
+	_, err = tx.Exec(b.Ctx, `select pgrun.set_queue('rated', default_lease => '1 minute')`)
+	require.NoError(t, err)
+	got := claimBehind(t, b, tx, `select id from pgrun.claim_jobs('rated', 'w', 5)`)
+	_, err = tx.Exec(b.Ctx, `select pgrun.set_queue('rated', fair_by => 'concurrency_key')`)
+	require.NoError(t, err, "set_queue beside the claim")
+	require.NoError(t, tx.Commit(b.Ctx))
+	require.Len(t, <-got, 5, "the claim, made again under the new settings, takes every key's job")
+	require.Equal(t, 5, countRowsTB(t, b, `select count(*) from pgrun.key_rate_windows where queue = 'rated' and count = 1`))
+	require.Equal(t, 1, countRowsTB(t, b, `select count(*) from pgrun.fair_cursors where queue = 'rated'`))
+}
+
 // claimBehind runs claim (a query of job ids) in the background once tx holds what it
 // will wait for, returns when the claim waits for tx's backend, and sends the ids it
 // returns (nil, the test failed, if it fails) on the channel returned.

@@ -137,7 +137,6 @@ declare
   k       text;
   v_base  interval;
   v_max   interval;
-  v_fair_by text;
 begin
   perform pgrun.queue_row(name);
   foreach k in array coalesce(reset, '{}') loop
@@ -183,9 +182,8 @@ begin
   -- The backoff as it will be (what is not set keeps its value, a reset one its
   -- default): a base above the cap would make every retry wait the cap.
   select case when 'backoff_base' = any (reset) then null else coalesce(set_queue.backoff_base, x.backoff_base) end,
-         case when 'backoff_max' = any (reset) then null else coalesce(set_queue.backoff_max, x.backoff_max) end,
-         x.fair_by
-  into v_base, v_max, v_fair_by
+         case when 'backoff_max' = any (reset) then null else coalesce(set_queue.backoff_max, x.backoff_max) end
+  into v_base, v_max
   from pgrun.queues x where x.name = set_queue.name;
   if coalesce(v_base, interval '1 second') > coalesce(v_max, interval '1 hour') then
     raise exception 'backoff_base % of queue % is above its backoff_max %', coalesce(v_base, interval '1 second'), name,
@@ -219,15 +217,17 @@ begin
     updated_at = now()
   where x.name = set_queue.name
   returning x.* into r;
-  -- A new key to be fair by (or none) starts its round afresh, from the first key.
-  if set_queue.fair_by is not null or 'fair_by' = any (reset) then
-    delete from pgrun.fair_cursors c where c.queue = r.name and r.fair_by is distinct from v_fair_by;
-  end if;
   -- Its claims find the cursor's row there (as no row, key NULL starts at the first
   -- key): a fair queue's claims run at once, as a per-key rate's choose theirs
   -- (claim_optimistic), and two first claims that each inserted it would wait on one
-  -- another (claim_keyed).
-  if r.fair_by is not null or pgrun.claim_optimistic(r) then
+  -- another (claim_keyed). The row, once there, is never touched here, nor is it
+  -- inserted over one a claim is writing: a claim of a per-key rate alone holds the
+  -- row while it waits for the queue's, which this holds (the insert's check of the
+  -- key would wait for that claim: a deadlock). A change of the key to be fair by
+  -- keeps it too: the cursor's key is a place in the walk (its slot), whatever the
+  -- key names, and the next claim walks on from there.
+  if (r.fair_by is not null or pgrun.claim_optimistic(r))
+     and not exists (select 1 from pgrun.fair_cursors c where c.queue = r.name) then
     insert into pgrun.fair_cursors (queue) values (r.name) on conflict (queue) do nothing;
   end if;
   if r.key_rate_limit is null then
