@@ -223,3 +223,23 @@ func TestFairQueueClaimsAreCappedByDefault(t *testing.T) {
 	plainOver, _ := sizes("plain")
 	require.Greater(t, plainOver, 0, "the plain queue's claims are not capped")
 }
+
+// A fair queue whose backlog spreads over more keys than a claim takes: every claim
+// takes one job of each key it serves, so the cap grows past runner.FairMaxClaim and
+// claims are as large as the plain queue's (claimCap).
+func TestFairQueueOverManyKeysClaimsPastTheCap(t *testing.T) {
+	b := testkit.Setup(t)
+	testkit.ExecAll(t, b, `select pgrun.set_queue('fair', fair_by => 'tenant')`,
+		`insert into pgrun.jobs (kind, queue, tenant) select 'noop', 'fair', 't' || i from generate_series(1, 6000) i`)
+	r := testkit.NewRunner(b.Pool, runner.Config{Queues: map[string]runner.QueueConfig{"fair": {Workers: 600}}})
+	testkit.StartRunner(t, r)
+	testkit.Eventually(t, 2*time.Minute, "every job to succeed", func() bool {
+		var n int
+		require.NoError(t, b.Pool.QueryRow(b.Ctx, `select count(*) from pgrun.jobs where status = 'succeeded'`).Scan(&n))
+		return n == 6000
+	})
+	var largest int
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `select max(c) from (select count(*) as c from pgrun.jobs
+		group by left(replace(claim_id::text, '-', ''), 16)) x`).Scan(&largest))
+	require.Greater(t, largest, runner.FairMaxClaim, "the largest claim of a fair queue over 6,000 tenants")
+}

@@ -50,7 +50,9 @@ type queueLook struct {
 	// roomy: it has neither max_running nor concurrency_limit, so a completion makes
 	// no room that a claim waits for (see execution.recordSoon).
 	roomy bool
-	fair  bool // it has fair_by (see fetcher.claimCap)
+	// fairBy is its fair_by (concurrency_key or tenant), empty for none (see
+	// fetcher.claimCap).
+	fairBy string
 }
 
 // lookForPeers reads the peers and the rate limit of every queue this runner serves,
@@ -61,10 +63,11 @@ func (r *Runner) lookForPeers(ctx context.Context) {
 		var queue string
 		var peers int32
 		var periodUS int64
-		var announces, fair bool
-		_, err = pgx.ForEachRow(rows, []any{&queue, &peers, &periodUS, &announces, &fair}, func() error {
+		var announces bool
+		var fairBy string
+		_, err = pgx.ForEachRow(rows, []any{&queue, &peers, &periodUS, &announces, &fairBy}, func() error {
 			r.looked(queue, queueLook{shared: peers > 0, ratePeriod: time.Duration(periodUS) * time.Microsecond,
-				roomy: !announces, fair: fair})
+				roomy: !announces, fairBy: fairBy})
 			return nil
 		})
 	}
@@ -91,7 +94,8 @@ func (r *Runner) looked(queue string, l queueLook) {
 func (f *fetcher) apply(l queueLook) {
 	f.shared.Store(l.shared)
 	f.roomy.Store(l.roomy)
-	f.fair.Store(l.fair)
+	f.fair.Store(l.fairBy != "")
+	f.fairByTenant.Store(l.fairBy == "tenant")
 	if old := f.ratePeriod.Swap(int64(l.ratePeriod)); l.ratePeriod > 0 && old != int64(l.ratePeriod) {
 		f.wake()
 	}

@@ -1,8 +1,11 @@
 package runner
 
 import (
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/pgrun/pgrun"
 )
 
 // A fetcher keeps two claims in flight while it serves its queue alone and one while
@@ -148,5 +151,53 @@ func TestSecondClaimOnlyForABacklogOrANewWakeUp(t *testing.T) {
 	}
 	if f.secondClaim(100) {
 		t.Fatal("claims bring two jobs each, yet a wake-up sent a second claim")
+	}
+}
+
+// A fair queue's claims are capped at FairMaxClaim while they take more than one job
+// of a key; a claim whose every job is a different key's doubles the cap for the next
+// (up to the runner's MaxClaim), and a claim with a second job of a key, by the
+// queue's fair key, brings it back. Jobs without a key count as one key.
+func TestFairClaimCapGrowsWhileClaimsTakeOneJobAKey(t *testing.T) {
+	r := newRunner(nil, Config{Queues: map[string]QueueConfig{"a": {Workers: 1}}})
+	f := newFetcher(r, "a", 1)
+	r.fetchers["a"] = f
+	r.looked("a", queueLook{fairBy: "tenant"})
+	jobs := func(n int, key func(i int) *string) []*pgrun.Job {
+		js := make([]*pgrun.Job, n)
+		for i := range js {
+			js[i] = &pgrun.Job{Tenant: key(i), ConcurrencyKey: new("same")}
+		}
+		return js
+	}
+	distinct := func(i int) *string { return new(fmt.Sprint("t", i)) }
+	if got := f.claimCap(); got != FairMaxClaim {
+		t.Fatalf("first claim capped at %d, want %d", got, FairMaxClaim)
+	}
+	f.fairTook(jobs(250, distinct)) // by tenant: 250 tenants, one concurrency key
+	if got := f.claimCap(); got != 500 {
+		t.Fatalf("after a claim of 250 keys: cap %d, want 500", got)
+	}
+	f.fairTook(jobs(600, distinct))
+	if got := f.claimCap(); got != DefaultMaxClaim {
+		t.Fatalf("after a claim of 600 keys: cap %d, want the runner's %d", got, DefaultMaxClaim)
+	}
+	f.fairTook(jobs(3, func(i int) *string { return distinct(i % 2) }))
+	if got := f.claimCap(); got != FairMaxClaim {
+		t.Fatalf("after a claim with a key's second job: cap %d, want %d", got, FairMaxClaim)
+	}
+	f.fairTook(jobs(300, distinct))
+	f.fairTook(jobs(2, func(int) *string { return nil }))
+	if got := f.claimCap(); got != FairMaxClaim {
+		t.Fatalf("after a claim of two jobs without a key: cap %d, want %d", got, FairMaxClaim)
+	}
+	r.looked("a", queueLook{fairBy: "concurrency_key"})
+	f.fairTook(jobs(300, distinct)) // by concurrency key: one key
+	if got := f.claimCap(); got != FairMaxClaim {
+		t.Fatalf("fair by concurrency key, one key: cap %d, want %d", got, FairMaxClaim)
+	}
+	r.looked("a", queueLook{})
+	if got := f.claimCap(); got != DefaultMaxClaim {
+		t.Fatalf("no longer fair: cap %d, want %d", got, DefaultMaxClaim)
 	}
 }

@@ -63,11 +63,15 @@ const (
 	// by it too, and stays near nothing for jobs that run longer than a round trip.
 	DefaultMaxClaim = 1000
 	// FairMaxClaim caps one claim of a queue with fairness (pgrun.set_queue fair_by)
-	// that does not set its own QueueConfig.MaxClaim. A fair queue's claims run at once
-	// (two in flight, each walking the keys from the same turn), so a new key's job
-	// waits for the next claim to start, and claims of a busy runner's full size start
-	// only every half of the time one takes: behind 200,000 jobs of one tenant, another
-	// tenant's jobs started at p99 65-173 ms with claims of 500, 51-57 ms with 250.
+	// that does not set its own QueueConfig.MaxClaim, while its claims take more than
+	// one job of a key. A fair queue's claims run at once (two in flight, each walking
+	// the keys from the same turn), so a new key's job waits for the next claim to
+	// start, and claims of a busy runner's full size start only every half of the time
+	// one takes: behind 200,000 jobs of one tenant, another tenant's jobs started at
+	// p99 65-173 ms with claims of 500, 51-57 ms with 250. A backlog over more keys
+	// than a claim takes is claimed in claims as large as a plain queue's: each of
+	// their jobs is a key's turn (the cap doubles while claims come back so; see
+	// fetcher.claimCap).
 	FairMaxClaim = 250
 	// DefaultCompleteBatch caps one complete_jobs call.
 	DefaultCompleteBatch = 1000
@@ -84,7 +88,8 @@ type QueueConfig struct {
 	// (one job per device at a time), or one slot without devices (CPU fallback).
 	GPU bool
 	// MaxClaim caps this queue's claims below Config.MaxClaim (0: Config.MaxClaim, or
-	// FairMaxClaim for a queue with fairness). A busy runner's claims are as large as
+	// FairMaxClaim for a queue with fairness whose claims take more than one job of a
+	// key). A busy runner's claims are as large as
 	// its slots and prefetch allow, so with short jobs a claim of a fair queue
 	// (pgrun.set_queue fair_by) comes only as often as its size takes to run, and a
 	// new key's job waits for the next one: a smaller cap starts it sooner at the

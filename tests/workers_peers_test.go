@@ -60,8 +60,9 @@ func TestQueuePeersForTheWorkerRoleAndBadInput(t *testing.T) {
 
 // The runner's look reads, per queue, whether completions make room a claim waits
 // for (max_running, concurrency_limit): such a queue's successes are recorded at once
-// rather than held back to share a call; and whether it is fair (its claims are then
-// capped at runner.FairMaxClaim). A queue without a row has no limits.
+// rather than held back to share a call; and the key it is fair by (its claims are
+// then capped at runner.FairMaxClaim while they take more than one job of a key). A
+// queue without a row has no limits.
 func TestQueuePeersSaysWhichQueuesAnnounceRoom(t *testing.T) {
 	b := testkit.Setup(t)
 	testkit.ExecAll(t, b,
@@ -81,15 +82,16 @@ func TestQueuePeersSaysWhichQueuesAnnounceRoom(t *testing.T) {
 		var queue string
 		var peers int32
 		var periodUS int64
-		var announces, fair bool
-		require.NoError(t, rows.Scan(&queue, &peers, &periodUS, &announces, &fair))
+		var announces bool
+		var fairBy string
+		require.NoError(t, rows.Scan(&queue, &peers, &periodUS, &announces, &fairBy))
 		got[queue], rate[queue] = announces, periodUS
-		if fair {
-			fairs = append(fairs, queue)
+		if fairBy != "" {
+			fairs = append(fairs, queue+":"+fairBy)
 		}
 	}
 	require.NoError(t, rows.Err())
 	require.Equal(t, map[string]bool{"plain": false, "capped": true, "keyed": true, "rated": false, "fair": false, "none": false}, got)
 	require.Equal(t, map[string]int64{"plain": 0, "capped": 0, "keyed": 0, "rated": 1_000_000, "fair": 0, "none": 0}, rate)
-	require.Equal(t, []string{"fair"}, fairs)
+	require.Equal(t, []string{"fair:tenant"}, fairs)
 }

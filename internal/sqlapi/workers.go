@@ -14,13 +14,14 @@ const WorkerHeartbeat = `select pgrun.worker_heartbeat($1, $2, $3, $4, $5, $6, $
 // window of its rate limit (else of its per-key rate limit) in microseconds, 0 when it
 // has none (a claim held back by a rate limit finds room as time passes, not as jobs
 // finish; see pgrun.jobs_room_made), and whether completions announce room in it
-// (max_running or concurrency_limit: pgrun.announces_room), and whether it is fair
-// (fair_by): $1 worker id, $2 queues. A queue with no row in pgrun.queues has no limit.
+// (max_running or concurrency_limit: pgrun.announces_room), and the key it is fair by
+// (fair_by; empty for none): $1 worker id, $2 queues. A queue with no row in pgrun.queues
+// has no limit.
 const QueuePeers = `select p.queue, p.peers,
        coalesce(case when q.rate_limit is not null
                      then (extract(epoch from pgrun.rate_period(q.rate_period)) * 1000000)::bigint
                      when q.key_rate_limit is not null
                      then (extract(epoch from pgrun.rate_period(q.key_rate_period)) * 1000000)::bigint end, 0),
        coalesce(pgrun.announces_room(q.max_running, q.concurrency_limit), false),
-       q.fair_by is not null
+       coalesce(q.fair_by, '')
 from pgrun.queue_peers($1, $2) p left join pgrun.queues q on q.name = p.queue`
