@@ -225,8 +225,8 @@ func (f *fetcher) prefetch() int {
 // as many before it could hold a second round: the cap doubles from FairMaxClaim
 // while claims come back that way (a backlog over more keys than a claim takes), and
 // falls back to FairMaxClaim at the first claim with a second job of some key. Claims
-// of 600 instead of 250 burned a backlog over 1,000 keys down 12-17% faster
-// (docs/benchmarks.md).
+// of 600 instead of 250 burned a backlog over 1,000 keys down 10-18% faster: 0.76-0.77
+// of the rate of a queue without fairness against 0.65-0.69 (docs/benchmarks.md).
 func (f *fetcher) claimCap() int {
 	if f.fair.Load() && !f.ownCap {
 		return min(f.maxClaim, max(int(f.fairCap.Load()), FairMaxClaim))
