@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"context"
 	"fmt"
 	"syscall"
 	"testing"
@@ -302,14 +303,7 @@ func TestKeyRateClaimThatNoLongerFitsIsUndone(t *testing.T) {
 // count: the claim sees the queue changed, is undone and made again under the lock,
 // and takes nothing; its jobs stay queued as they were.
 func TestKeyRateClaimWaitingOnAPauseTakesNothing(t *testing.T) {
-	b := testkit.Setup(t)
-	testkit.ExecAll(t, b, `select pgrun.set_queue('rated', key_rate_limit => 10, key_rate_period => '1 hour')`,
-		`insert into pgrun.jobs (kind, queue, concurrency_key) select 'work', 'rated', 'k' || i from generate_series(1, 5) i`)
-	pause, err := b.Pool.Begin(b.Ctx)
-	require.NoError(t, err)
-	defer pause.Rollback(b.Ctx) //nolint:errcheck
-	_, err = pause.Exec(b.Ctx, `select pgrun.pause_queue('rated')`)
-	require.NoError(t, err)
+	b, pause := fiveRatedJobsBehind(t, `select pgrun.pause_queue('rated')`)
 	// The claim has claimed its jobs and waits for the queue's lock to count them.
 	got := claimBehind(t, b, pause, `select id from pgrun.claim_jobs('rated', 'w', 5)`)
 	require.NoError(t, pause.Commit(b.Ctx))
@@ -326,21 +320,31 @@ func TestKeyRateClaimWaitingOnAPauseTakesNothing(t *testing.T) {
 // one of the two ended by the server). The claim then sees the queue changed and
 // claims under the new settings.
 func TestSetQueueBesideAKeyRateClaimDoesNotDeadlock(t *testing.T) {
-	b := testkit.Setup(t)
-	testkit.ExecAll(t, b, `select pgrun.set_queue('rated', key_rate_limit => 10, key_rate_period => '1 hour')`,
-		`insert into pgrun.jobs (kind, queue, concurrency_key) select 'work', 'rated', 'k' || i from generate_series(1, 5) i`)
-	tx, err := b.Pool.Begin(b.Ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(b.Ctx) //nolint:errcheck
-	_, err = tx.Exec(b.Ctx, `select pgrun.set_queue('rated', default_lease => '1 minute')`)
-	require.NoError(t, err)
+	b, tx := fiveRatedJobsBehind(t, `select pgrun.set_queue('rated', default_lease => '1 minute')`)
 	got := claimBehind(t, b, tx, `select id from pgrun.claim_jobs('rated', 'w', 5)`)
-	_, err = tx.Exec(b.Ctx, `select pgrun.set_queue('rated', fair_by => 'concurrency_key')`)
+	_, err := tx.Exec(b.Ctx, `select pgrun.set_queue('rated', fair_by => 'concurrency_key')`)
 	require.NoError(t, err, "set_queue beside the claim")
 	require.NoError(t, tx.Commit(b.Ctx))
 	require.Len(t, <-got, 5, "the claim, made again under the new settings, takes every key's job")
 	require.Equal(t, 5, countRowsTB(t, b, `select count(*) from pgrun.key_rate_windows where queue = 'rated' and count = 1`))
 	require.Equal(t, 1, countRowsTB(t, b, `select count(*) from pgrun.fair_cursors where queue = 'rated'`))
+}
+
+// fiveRatedJobsBehind makes queue rated, whose only limit is a per-key rate (10 an
+// hour), with one job of each of five keys, and a transaction that has run hold (which
+// takes the queue's row) for a claim to wait behind (claimBehind); the transaction is
+// rolled back at the test's end unless the test commits it.
+func fiveRatedJobsBehind(t *testing.T, hold string) (*testkit.DB, pgx.Tx) {
+	t.Helper()
+	b := testkit.Setup(t)
+	testkit.ExecAll(t, b, `select pgrun.set_queue('rated', key_rate_limit => 10, key_rate_period => '1 hour')`,
+		`insert into pgrun.jobs (kind, queue, concurrency_key) select 'work', 'rated', 'k' || i from generate_series(1, 5) i`)
+	tx, err := b.Pool.Begin(b.Ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { tx.Rollback(context.Background()) }) //nolint:errcheck
+	_, err = tx.Exec(b.Ctx, hold)
+	require.NoError(t, err)
+	return b, tx
 }
 
 // claimBehind runs claim (a query of job ids) in the background once tx holds what it
